@@ -1,0 +1,1 @@
+"""Corruption engine (numpy/OpenCV only, no OpenMMLab imports)."""

@@ -1,0 +1,1 @@
+"""Dataset helpers and the embedded synthetic demo data."""

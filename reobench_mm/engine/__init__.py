@@ -1,0 +1,9 @@
+"""Runner hooks and fixes that make MMEngine work on the pinned torch."""
+from .checkpoint import (MMENGINE_CHECKPOINT_GLOBALS, TRUST_ENV_VAR, allow_checkpoint_globals,
+                         load_local_checkpoint)
+from .hooks import ProgressBarHook
+
+__all__ = [
+    'ProgressBarHook', 'MMENGINE_CHECKPOINT_GLOBALS', 'allow_checkpoint_globals',
+    'load_local_checkpoint', 'TRUST_ENV_VAR'
+]

@@ -1,0 +1,1 @@
+"""Backbones, necks and checkpoint converters."""

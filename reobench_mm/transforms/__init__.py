@@ -1,0 +1,1 @@
+"""Pipeline transforms registered for mmseg, mmdet and mmrotate pipelines."""

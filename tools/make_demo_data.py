@@ -1,0 +1,35 @@
+"""Write the embedded synthetic demo datasets (Potsdam- and DIOR-R-format).
+
+    python tools/make_demo_data.py [--out data/demo] [--seed 0] [--num-train 24]
+        [--num-test 8] [--size 256]
+
+Same seed and sizes, same bytes. See reobench_mm.datasets.synthetic.
+"""
+import argparse
+
+from reobench_mm.datasets.synthetic import make_demo_data, tree_digest
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--out', default='data/demo', help='output folder')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--num-train', type=int, default=24,
+                        help='training images per dataset (Potsdam train, DIOR trainval)')
+    parser.add_argument('--num-test', type=int, default=8,
+                        help='evaluation images per dataset (Potsdam val, DIOR test)')
+    parser.add_argument('--size', type=int, default=256, help='image side in pixels')
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    counts = make_demo_data(args.out, seed=args.seed, num_train=args.num_train,
+                            num_test=args.num_test, size=args.size)
+    for name, splits in counts.items():
+        print(f'{name}: ' + ', '.join(f'{n} {split}' for split, n in splits.items()))
+    print(f'written to {args.out} (digest {tree_digest(args.out)})')
+
+
+if __name__ == '__main__':
+    main()
