@@ -294,6 +294,9 @@ def _place(rng: np.random.Generator, occupied: np.ndarray, region: np.ndarray,
     """Rejection-sample a box that lies inside ``region`` and overlaps nothing."""
     for _ in range(attempts):
         corners, payload = corners_fn()
+        h, w = occupied.shape
+        if corners.min() < 0 or corners[:, 0].max() > w - 1 or corners[:, 1].max() > h - 1:
+            continue  # the rasterised mask is clipped, so test the corners themselves
         mask = _fill(occupied.shape, corners)
         if mask.sum() < 4 or np.any(mask & occupied) or np.any(mask & ~region):
             continue
