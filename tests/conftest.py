@@ -10,9 +10,9 @@ from reobench_mm.engine import rescale_iter_schedule
 PROJECT_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 REAL_SAMPLES = osp.join(osp.dirname(PROJECT_ROOT), 'shared', 'data', 'real_samples')
 SEG_DEMO_CONFIG = osp.join(PROJECT_ROOT, 'configs', 'demo',
-                           'upernet_r18-tiny_1xb4-300i_demo-potsdam-128x128.py')
+                           'upernet_r18-tiny_1xb4-600i_demo-potsdam-128x128.py')
 DET_DEMO_CONFIG = osp.join(PROJECT_ROOT, 'configs', 'demo',
-                           'oriented-rcnn-le90_r18-tiny_fpn_1xb2-300i_demo-dior-256x256.py')
+                           'oriented-rcnn-le90_r18-tiny_fpn_1xb2-600i_demo-dior-256x256.py')
 
 
 def pytest_configure(config):

@@ -7,7 +7,7 @@
 #
 # Idempotent: a stamp holding the hash of the requirement files and of this script is kept
 # inside the environment; when it matches and the stack imports, nothing is installed again.
-# mmcv 2.1.0 is built from source with its compiled ops (about 10 minutes on 2 cores); pip
+# mmcv 2.1.0 is built from source with its compiled ops (about 20 minutes on 2 cores); pip
 # caches the built wheel, so later installs on the same machine take seconds. With a CUDA
 # toolkit present (and a GPU visible, or FORCE_CUDA=1) the same command builds the CUDA ops.
 set -euo pipefail
@@ -62,7 +62,7 @@ else
         echo "[install] CUDA visible: building mmcv's CUDA ops (needs nvcc matching torch.version.cuda)"
         cuda_flags=(--no-cache-dir)
     else
-        echo "[install] no GPU: building mmcv's CPU ops (about 10 minutes on 2 cores; cached afterwards)"
+        echo "[install] no GPU: building mmcv's CPU ops (about 20 minutes on 2 cores; pip caches the wheel)"
     fi
     MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
         "${PIP[@]}" install --no-build-isolation "${cuda_flags[@]}" mmcv==2.1.0

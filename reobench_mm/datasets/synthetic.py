@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 
 __all__ = [
-    'POTSDAM_CLASSES', 'POTSDAM_LABEL_IDS', 'DIOR_DEMO_CLASSES', 'OrientedObject',
+    'SYNTHETIC_DATA_VERSION', 'POTSDAM_CLASSES', 'POTSDAM_LABEL_IDS', 'DIOR_DEMO_CLASSES', 'OrientedObject',
     'draw_potsdam_scene', 'draw_dior_scene', 'write_potsdam', 'write_dior',
     'make_demo_data', 'oriented_box_corners'
 ]
@@ -38,6 +38,9 @@ POTSDAM_CLASSES = ('impervious_surface', 'building', 'low_vegetation', 'tree', '
                    'clutter')
 POTSDAM_LABEL_IDS = {name: i + 1 for i, name in enumerate(POTSDAM_CLASSES)}
 _IMPERVIOUS, _BUILDING, _LOW_VEG, _TREE, _CAR, _CLUTTER = range(1, 7)
+
+# Bumped whenever the drawing changes, so that stale generated data is detected.
+SYNTHETIC_DATA_VERSION = 2
 
 # DIOR-R class names (as in the official annotations) used by the demo data.
 DIOR_DEMO_CLASSES = ('airplane', 'ship', 'storagetank', 'vehicle')
@@ -236,8 +239,11 @@ def draw_potsdam_scene(rng: np.random.Generator,
         _draw_car(image, label, rng, float(cx), float(cy), float(rng.uniform(0, np.pi)),
                   size * rng.uniform(0.045, 0.055))
 
-    # trees: clustered round crowns, overhanging anything but roofs
+    # trees: clustered round crowns, overhanging anything but roofs, lit from the
+    # top-left (the side away from the cast shadows) with a leafy texture
     tree_mask = np.zeros(shape, bool)
+    lighting = np.ones(shape, np.float32)
+    ys, xs = np.mgrid[0:size, 0:size].astype(np.float32)
     for _ in range(rng.integers(2, 6)):
         gx, gy = rng.uniform(0, 1, 2) * size
         for _ in range(rng.integers(2, 9)):
@@ -245,14 +251,17 @@ def draw_potsdam_scene(rng: np.random.Generator,
             radius = rng.uniform(0.025, 0.05) * size
             crown = np.zeros(shape, np.uint8)
             cv2.circle(crown, (int(cx * 4), int(cy * 4)), int(radius * 4), 1, -1, cv2.LINE_AA, 2)
-            tree_mask |= crown.astype(bool) & ~building_mask
-    shade = _smooth_noise(rng, shape, size / 40, octaves=2)[..., None]
-    crowns = np.asarray((42, 84, 36), np.float32) * (1.0 + 0.35 * shade)
-    crowns += rng.normal(0, 5, crowns.shape).astype(np.float32)
+            crown = crown.astype(bool) & ~building_mask
+            toward_sun = -((xs - cx) + (ys - cy)) / (radius * np.sqrt(2.0))
+            lighting[crown] = 1.0 + 0.35 * np.clip(toward_sun[crown], -1.0, 1.0)
+            tree_mask |= crown
+    leaves = _smooth_noise(rng, shape, max(2.0, size / 64), octaves=2)[..., None]
+    crowns = np.asarray((50, 96, 38), np.float32) * lighting[..., None] * (1.0 + 0.3 * leaves)
+    crowns += rng.normal(0, 4, crowns.shape).astype(np.float32)
 
     # shadows of roofs and crowns on the ground, then the crowns themselves
     _shadow(image, building_mask | tree_mask, ~building_mask & ~tree_mask,
-            (int(size * 0.02) + 1, int(size * 0.025) + 1), 0.55)
+            (int(size * 0.02) + 1, int(size * 0.025) + 1), 0.62)
     _paint(image, tree_mask, crowns)
     label[tree_mask] = _TREE
     return _finish(image, rng), label

@@ -1,5 +1,5 @@
 # Short iteration-based schedule for the demo data: AdamW, linear warm-up, poly decay.
-max_iters = 300
+max_iters = 600
 optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=2e-3, betas=(0.9, 0.999), weight_decay=0.01))
