@@ -1,0 +1,316 @@
+"""The corruption engine: registry contracts, spec formulas, statistics, bad input."""
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from reobench_mm.corruptions import (corrupt, corrupt_geometric, get_corruption,
+                                     list_corruptions, resolve_corruptions)
+from reobench_mm.corruptions.appearance import cloud_shadow_layers, reobench_motion_kernel
+from reobench_mm.corruptions.base import make_rng
+
+ALL = [(p, n) for p in ('reobench', 'geofm_calibration') for n in list_corruptions(p)]
+STOCHASTIC = {'gaussian_noise', 'salt_pepper_noise', 'data_gaps', 'cloud', 'translate',
+              'cloud_shadow', 'poisson_gaussian_noise'}
+
+
+def _image(shape=(64, 48, 3), dtype=np.uint8, seed=0):
+    rng = np.random.default_rng(seed)
+    base = cv2.GaussianBlur(rng.random(shape[:2]).astype(np.float32), (0, 0), 3)
+    stack = np.stack([np.roll(base, 5 * c, axis=1) for c in range(shape[2])], axis=2)
+    stack = (stack - stack.min()) / (stack.max() - stack.min()) * 0.8 + 0.1
+    if dtype == np.uint8:
+        return np.rint(stack * 255).astype(np.uint8)
+    if dtype == np.uint16:
+        return np.rint(stack * 65535).astype(np.uint16)
+    return stack.astype(dtype)
+
+
+def test_registry_matches_the_spec_tables():
+    assert list_corruptions('reobench') == [
+        'gaussian_noise', 'salt_pepper_noise', 'gaussian_blur', 'motion_blur',
+        'compression_artifacts', 'data_gaps', 'brightness_contrast', 'cloud', 'haze', 'rotate',
+        'scale', 'translate'
+    ]
+    assert list_corruptions('geofm_calibration') == [
+        'cloud_shadow', 'poisson_gaussian_noise', 'motion_blur'
+    ]
+    assert get_corruption('motion_blur').severities == (2, 4, 6, 8, 10)
+    assert get_corruption('motion_blur', 'geofm_calibration').severities == (3, 5, 9, 15, 21)
+    assert get_corruption('data_gaps').severities[2] == (4, 5)
+    assert list_corruptions('reobench', 'geometric') == ['rotate', 'scale', 'translate']
+    assert len(list_corruptions('reobench', 'environmental')) == 3
+    assert len(resolve_corruptions('appearance')) == 9
+    assert resolve_corruptions(['cloud', 'environmental']) == [
+        'cloud', 'brightness_contrast', 'haze'
+    ]
+    assert all(get_corruption(n).moves_labels == (n in ('rotate', 'scale', 'translate'))
+               for n in list_corruptions())
+
+
+@pytest.mark.parametrize('protocol,name', ALL)
+@pytest.mark.parametrize('severity', [1, 3, 5])
+def test_contract_shape_dtype_finite_deterministic(protocol, name, severity):
+    image = _image()
+    out = corrupt(image, name, severity, protocol=protocol, seed=1, key='tile.png')
+    again = corrupt(image, name, severity, protocol=protocol, seed=1, key='tile.png')
+    assert out.shape == image.shape and out.dtype == image.dtype
+    np.testing.assert_array_equal(out, again)
+    if (name, severity) != ('brightness_contrast', 1):  # the identity by the spec's table
+        assert not np.array_equal(out, image), 'severity >= 1 changes the image'
+    if name in STOCHASTIC:
+        other = corrupt(image, name, severity, protocol=protocol, seed=1, key='other.png')
+        reseeded = corrupt(image, name, severity, protocol=protocol, seed=2, key='tile.png')
+        assert not (np.array_equal(out, other) and np.array_equal(out, reseeded))
+
+
+@pytest.mark.parametrize('protocol,name', ALL)
+@pytest.mark.parametrize('bands,dtype', [(1, np.uint8), (4, np.uint16), (13, np.float32),
+                                         (3, np.float64)])
+def test_contract_any_band_count_and_dtype(protocol, name, bands, dtype):
+    image = _image((40, 36, bands), dtype)
+    out = corrupt(image, name, 4, protocol=protocol, key=7)
+    assert out.shape == image.shape and out.dtype == image.dtype
+    if np.issubdtype(dtype, np.floating):
+        assert np.all(np.isfinite(out)) and out.min() >= 0 and out.max() <= 1
+
+
+@pytest.mark.parametrize('protocol,name', ALL)
+def test_contract_severity_zero_is_identity_and_tiny_images_work(protocol, name):
+    image = _image((8, 8, 3))
+    np.testing.assert_array_equal(corrupt(image, name, 0, protocol=protocol), image)
+    assert corrupt(image, name, 5, protocol=protocol).shape == (8, 8, 3)
+    gray = image[..., 0]
+    assert corrupt(gray, name, 2, protocol=protocol).shape == (8, 8)
+
+
+def test_uint16_max_value_scales_the_range():
+    image = np.full((16, 16, 2), 1000, np.uint16)  # 12-bit data with max 4095
+    out = corrupt(image, 'haze', 5, max_value=4095)
+    expected = np.rint((1000 / 4095 * 0.4 + 0.6) * 4095)
+    assert np.all(out == expected)
+
+
+# ------------------------------------------------------------------- formulas of the spec
+def _float(image):
+    return image.astype(np.float32) / 255
+
+
+def test_gaussian_blur_is_opencv_with_derived_sigma():
+    image = _image()
+    for severity, k in enumerate((3, 5, 7, 9, 11), start=1):
+        expected = cv2.GaussianBlur(_float(image), (k, k), 0.3 * ((k - 1) / 2 - 1) + 0.8,
+                                    borderType=cv2.BORDER_REFLECT_101)
+        out = corrupt(image, 'gaussian_blur', severity)
+        assert np.abs(out.astype(int) - np.rint(expected * 255)).max() <= 1
+
+
+def test_motion_blur_kernel_and_filter():
+    kernel = reobench_motion_kernel(4)
+    assert kernel[1].tolist() == [0.25] * 4 and kernel.sum() == pytest.approx(1.0)
+    assert np.count_nonzero(kernel) == 4
+    image = _image()
+    out = corrupt(image, 'motion_blur', 2)
+    # direct computation: row 1 of a 4x4 kernel averages 4 columns (anchor at the centre)
+    padded = cv2.copyMakeBorder(_float(image), 2, 1, 2, 1, cv2.BORDER_REFLECT_101)
+    direct = sum(padded[1:1 + 64, j:j + 48] for j in range(4)) / 4
+    assert np.abs(out.astype(int) - np.rint(direct * 255)).max() <= 1
+
+
+def test_wide_motion_blur_is_a_horizontal_box_filter():
+    image = _image()
+    out = corrupt(image, 'motion_blur', 1, protocol='geofm_calibration')  # k = 3
+    padded = np.pad(_float(image), ((0, 0), (1, 1), (0, 0)), mode='symmetric')
+    direct = (padded[:, :-2] + padded[:, 1:-1] + padded[:, 2:]) / 3
+    assert np.abs(out.astype(int) - np.rint(direct * 255)).max() <= 1
+
+
+@pytest.mark.parametrize('severity', [1, 3, 5])
+def test_brightness_contrast_and_haze_formulas(severity):
+    image = _image()
+    offset, gain = get_corruption('brightness_contrast').parameter_for(severity)
+    expected = np.clip(_float(image) * gain + offset, 0, 1)
+    assert np.abs(corrupt(image, 'brightness_contrast', severity).astype(int)
+                  - np.rint(expected * 255)).max() <= 1
+    intensity = get_corruption('haze').parameter_for(severity)
+    expected = _float(image) * (1 - intensity) + intensity
+    assert np.abs(corrupt(image, 'haze', severity).astype(int)
+                  - np.rint(expected * 255)).max() <= 1
+    np.testing.assert_array_equal(corrupt(image, 'brightness_contrast', 1), image)
+
+
+def test_compression_equals_a_direct_jpeg_round_trip():
+    image = _image((64, 64, 3))
+    ok, data = cv2.imencode('.jpg', image[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 20])
+    direct = cv2.imdecode(data, cv2.IMREAD_COLOR)[..., ::-1]
+    np.testing.assert_array_equal(corrupt(image, 'compression_artifacts', 3), direct)
+    bgr = corrupt(image[..., ::-1].copy(), 'compression_artifacts', 3, channel_order='bgr')
+    np.testing.assert_array_equal(bgr[..., ::-1], direct)
+
+
+def test_gaussian_noise_sigma():
+    image = np.full((256, 256, 3), 128, np.uint8)
+    for severity, sigma in enumerate((0.04, 0.05, 0.06, 0.07, 0.08), start=1):
+        out = corrupt(image, 'gaussian_noise', severity, key=severity)
+        measured = (out.astype(np.float64) - 128).std() / 255
+        assert measured == pytest.approx(sigma, rel=0.03)
+
+
+def test_salt_pepper_fraction():
+    image = np.full((256, 256, 3), 128, np.uint8)
+    for severity, amount in enumerate((0.005, 0.01, 0.02, 0.03, 0.05), start=1):
+        out = corrupt(image, 'salt_pepper_noise', severity)
+        salt, pepper = np.mean(out == 255), np.mean(out == 0)
+        assert salt + pepper == pytest.approx(amount, rel=0.1)
+        assert salt == pytest.approx(pepper, rel=0.25)
+
+
+def test_data_gaps_stripes():
+    image = np.full((200, 300, 1), 200, np.uint8)
+    for severity, (n, w) in enumerate(((2, 3), (3, 4), (4, 5), (5, 6), (6, 7)), start=1):
+        out = corrupt(image, 'data_gaps', severity, key='x')
+        spacing = np.floor(np.hypot(300, 200)) / n
+        assert np.mean(out == 0) == pytest.approx(w / spacing, rel=0.15)
+        assert out[0, 0, 0] == 0, 'a stripe passes through (0, 0)'
+
+
+def test_cloud_grows_with_severity_and_is_grey():
+    image = np.zeros((256, 256, 3), np.uint8)
+    covers = []
+    for severity in range(1, 6):
+        out = corrupt(image, 'cloud', severity, key='scene')
+        assert np.all(out[..., 0] == out[..., 1]) and out.max() <= 230
+        covers.append(np.mean(out[..., 0] > 115))  # mask > 0.5
+    assert covers == sorted(covers) and covers[-1] > covers[0]
+    assert 0 < covers[-1] < 0.6
+
+
+def test_cloud_shadow_cover_within_two_percent():
+    for severity, coverage in enumerate((0.2, 0.4, 0.6, 0.8, 1.0), start=1):
+        rng = make_rng(0, 'cloud_shadow', severity, 'k')
+        opacity, shadow = cloud_shadow_layers(200, 240, coverage, rng)
+        assert np.mean(opacity > 0) == pytest.approx(coverage, abs=0.02)
+        assert opacity.max() == pytest.approx(1.0) and shadow.max() <= 1.0
+    dark = corrupt(np.zeros((64, 64, 3), np.uint8), 'cloud_shadow', 3,
+                   protocol='geofm_calibration')
+    assert np.mean(dark > 0) == pytest.approx(0.6, abs=0.03)
+
+
+@pytest.mark.parametrize('severity,level', [(1, 0.2), (1, 0.6), (3, 0.3), (3, 0.6), (5, 0.5)])
+def test_poisson_gaussian_variance_follows_intensity(severity, level):
+    """Var = x/η + σ² (levels chosen so that clipping to [0, 1] is negligible)."""
+    eta, sigma = get_corruption('poisson_gaussian_noise', 'geofm_calibration'
+                                ).parameter_for(severity)
+    image = np.full((128, 128, 3), level, np.float32)
+    out = corrupt(image, 'poisson_gaussian_noise', severity, protocol='geofm_calibration',
+                  key=f'level{level}')
+    assert out.var() == pytest.approx(level / eta + sigma**2, rel=0.1)
+    assert out.mean() == pytest.approx(level, abs=0.01)
+
+
+# ------------------------------------------------------------------------------ geometry
+def test_rotate_matches_opencv_and_moves_points_with_the_pixels():
+    image = _image((60, 80, 3))
+    out, transform = corrupt_geometric(image, 'rotate', 2)  # 45 degrees
+    matrix = cv2.getRotationMatrix2D((40, 30), 45, 1.0)
+    direct = cv2.warpAffine(_float(image), matrix, (80, 60), flags=cv2.INTER_LINEAR,
+                            borderMode=cv2.BORDER_REFLECT)
+    assert np.abs(out.astype(int) - np.rint(direct * 255)).max() <= 1
+
+    dot = np.zeros((60, 80), np.uint8)
+    dot[20, 50] = 255
+    moved, transform = corrupt_geometric(dot, 'rotate', 5)  # 90 degrees
+    y, x = np.unravel_index(np.argmax(moved), moved.shape)
+    px, py = transform.apply_to_points([[50.5, 20.5]])[0]  # the pixel's centre, edge coords
+    assert (int(np.floor(px)), int(np.floor(py))) == (x, y)
+    # counter-clockwise on screen: a point right of and above the centre goes to its
+    # upper left (right -> up, up -> left)
+    assert abs(px - 30.5) < 1 and abs(py - 20.5) < 1, (px, py)
+
+
+def test_scale_canvas_points_and_label_map():
+    image = _image((50, 40, 3))
+    out, transform = corrupt_geometric(image, 'scale', 5)  # 0.5
+    assert transform.canvas == (12, 10, 25, 20)
+    assert np.all(out[:12] == 0) and np.all(out[:, :10] == 0)
+    np.testing.assert_allclose(transform.apply_to_points([[0, 0], [40, 50]]),
+                               [[10, 12], [30, 37]])
+    labels = np.full((50, 40), 3, np.uint8)
+    moved = transform.warp_label_map(labels, ignore_index=255)
+    assert np.all(moved[12:37, 10:30] == 3) and np.mean(moved == 255) == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize('border', ['reflect', 'constant'])
+def test_translate_is_an_exact_diagonal_shift(border):
+    image = _image((40, 40, 3))
+    out, transform = corrupt_geometric(image, 'translate', 1, key='a', border=border)
+    dx, dy = transform.matrix[:, 2]
+    assert abs(dx) == abs(dy) == 15
+    sx, sy = int(dx), int(dy)
+    np.testing.assert_array_equal(out[max(sy, 0):40 + min(sy, 0), max(sx, 0):40 + min(sx, 0)],
+                                  image[max(-sy, 0):40 - max(sy, 0), max(-sx, 0):40 - max(sx, 0)])
+    labels = np.ones((40, 40), np.uint8)
+    moved = transform.warp_label_map(labels, ignore_index=255)
+    if border == 'constant':
+        assert np.mean(moved == 255) == pytest.approx(1 - (25 * 25) / 1600)
+    else:
+        assert np.all(moved == 1), 'reflected content keeps its (reflected) labels'
+
+
+# --------------------------------------------------------------------------- determinism
+def test_same_bits_in_another_process():
+    image = _image()
+    here = corrupt(image, 'cloud', 4, seed=3, key='scene.png')
+    code = ('import numpy as np, sys; from reobench_mm.corruptions import corrupt; '
+            'img = np.load(sys.argv[1]); '
+            'sys.stdout.buffer.write(corrupt(img, "cloud", 4, seed=3, key="scene.png")'
+            '.tobytes())')
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix='.npy') as f:
+        np.save(f.name, image)
+        there = subprocess.run([sys.executable, '-c', code, f.name], capture_output=True,
+                               check=True, timeout=120).stdout
+    assert here.tobytes() == there
+
+
+def test_key_and_order_independence():
+    images = [_image(seed=i) for i in range(3)]
+    forward = [corrupt(im, 'gaussian_noise', 2, key=i) for i, im in enumerate(images)]
+    backward = [corrupt(images[i], 'gaussian_noise', 2, key=i) for i in (2, 1, 0)][::-1]
+    for a, b in zip(forward, backward):
+        np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize('severity', [-1, 6, 2.5, True, '3'])
+def test_bad_severity(severity):
+    with pytest.raises(ValueError, match=r'severity must be an integer in 0\.\.5'):
+        corrupt(_image(), 'haze', severity)
+
+
+def test_unknown_names_list_the_valid_ones():
+    with pytest.raises(KeyError, match="valid: .*'gaussian_noise'"):
+        corrupt(_image(), 'fog', 1)
+    with pytest.raises(ValueError, match='unknown protocol'):
+        corrupt(_image(), 'haze', 1, protocol='imagenet-c')
+    with pytest.raises(KeyError, match="'cloud_shadow'"):
+        corrupt(_image(), 'rotate', 1, protocol='geofm_calibration')
+    with pytest.raises(TypeError, match="unknown options \\['quality'\\]"):
+        corrupt(_image(), 'compression_artifacts', 1, quality=50)
+    with pytest.raises(ValueError, match='not a geometric corruption'):
+        corrupt_geometric(_image(), 'haze', 1)
+    with pytest.raises(ValueError, match='border must be one of'):
+        corrupt_geometric(_image(), 'rotate', 1, border='wrap')
+
+
+@pytest.mark.parametrize('image,match', [
+    (np.zeros((4, 4, 3), np.int32), 'unsupported dtype'),
+    (np.zeros((4, 4, 3, 1), np.uint8), 'H×W or H×W×C'),
+    (np.zeros((0, 4, 3), np.uint8), 'H×W or H×W×C'),
+    (np.full((4, 4, 3), np.nan, np.float32), 'finite'),
+])
+def test_bad_images(image, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        corrupt(image, 'haze', 1)
