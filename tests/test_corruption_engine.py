@@ -240,6 +240,7 @@ def test_scale_canvas_points_and_label_map():
     labels = np.full((50, 40), 3, np.uint8)
     moved = transform.warp_label_map(labels, ignore_index=255)
     assert np.all(moved[12:37, 10:30] == 3) and np.mean(moved == 255) == pytest.approx(0.75)
+    np.testing.assert_array_equal(transform.content_mask(), moved == 3)
 
 
 @pytest.mark.parametrize('border', ['reflect', 'constant'])
@@ -255,8 +256,10 @@ def test_translate_is_an_exact_diagonal_shift(border):
     moved = transform.warp_label_map(labels, ignore_index=255)
     if border == 'constant':
         assert np.mean(moved == 255) == pytest.approx(1 - (25 * 25) / 1600)
+        np.testing.assert_array_equal(transform.content_mask(), moved == 1)
     else:
         assert np.all(moved == 1), 'reflected content keeps its (reflected) labels'
+        assert transform.content_mask().all()
 
 
 # --------------------------------------------------------------------------- determinism

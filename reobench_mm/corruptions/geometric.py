@@ -70,14 +70,9 @@ class GeometricTransform:
                               borderValue=ignore_index)
 
     def content_mask(self) -> np.ndarray:
-        """Boolean ``(H, W)``: True where output pixels come from inside the input."""
-        h, w = self.output_shape
-        ones = np.ones(self.output_shape, np.uint8)
-        if self.canvas is None and self.border == 'reflect':
-            return ones.astype(bool)
-        return self.warp_label_map(ones, 0).astype(bool) if self.canvas is not None else \
-            cv2.warpAffine(ones, self.opencv_matrix, (w, h), flags=cv2.INTER_NEAREST,
-                           borderMode=cv2.BORDER_CONSTANT, borderValue=0).astype(bool)
+        """Boolean ``(H, W)``: True where output pixels come from inside the input
+        (all True with ``reflect`` borders and no canvas)."""
+        return self.warp_label_map(np.ones(self.output_shape, np.uint8), 0).astype(bool)
 
 
 def identity_transform(height: int, width: int) -> GeometricTransform:

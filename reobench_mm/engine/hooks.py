@@ -34,6 +34,7 @@ class ProgressBarHook(Hook):
         self.phases = tuple(phases)
         self.bar_width = bar_width
         self._bar: Optional[ProgressBar] = None
+        self._train_bar: Optional[ProgressBar] = None  # parked during validation
 
     def _start(self, runner, phase: str, total: int) -> None:
         if phase in self.phases and runner.rank == 0 and total > 0:
@@ -71,7 +72,7 @@ class ProgressBarHook(Hook):
 
     def after_val_epoch(self, runner, metrics=None) -> None:
         self._finish()
-        self._bar = getattr(self, '_train_bar', None)
+        self._bar, self._train_bar = self._train_bar, None
 
     def before_test_epoch(self, runner) -> None:
         self._start(runner, 'test', len(runner.test_dataloader))
