@@ -57,11 +57,8 @@ def motion_blur(image: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarr
     return _per_band(lambda x: cv2.filter2D(x, -1, kernel), image)
 
 
-@register_corruption('compression_artifacts', 'reobench', 'sensor', 'JPEG quality',
-                     (30, 25, 20, 15, 10), options=('channel_order', ))
-def compression_artifacts(image: np.ndarray, quality: int, rng: np.random.Generator,
-                          channel_order: str = 'rgb') -> np.ndarray:
-    """Baseline JPEG (4:2:0) encode + decode at ``quality``.
+def jpeg_round_trip(image: np.ndarray, quality: int, channel_order: str = 'rgb') -> np.ndarray:
+    """Baseline JPEG (4:2:0) encode + decode of a float image at ``quality``.
 
     Three bands are one colour JPEG (``channel_order`` says whether they are RGB or
     BGR, which decides the YCbCr conversion); any other band count is encoded three
@@ -70,6 +67,8 @@ def compression_artifacts(image: np.ndarray, quality: int, rng: np.random.Genera
     """
     if channel_order not in ('rgb', 'bgr'):
         raise ValueError(f"channel_order must be 'rgb' or 'bgr', got {channel_order!r}")
+    if not 1 <= int(quality) <= 100:
+        raise ValueError(f'JPEG quality must be in 1..100, got {quality}')
     params = [cv2.IMWRITE_JPEG_QUALITY, int(quality), cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
               cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420]
     out = np.empty_like(image)
@@ -89,6 +88,14 @@ def compression_artifacts(image: np.ndarray, quality: int, rng: np.random.Genera
         out[..., start:stop] = decoded.astype(np.float32) / 255.0
         start = stop
     return out
+
+
+@register_corruption('compression_artifacts', 'reobench', 'sensor', 'JPEG quality',
+                     (30, 25, 20, 15, 10), options=('channel_order', ))
+def compression_artifacts(image: np.ndarray, quality: int, rng: np.random.Generator,
+                          channel_order: str = 'rgb') -> np.ndarray:
+    """JPEG round trip at the severity's quality (see :func:`jpeg_round_trip`)."""
+    return jpeg_round_trip(image, quality, channel_order)
 
 
 @register_corruption('data_gaps', 'reobench', 'sensor', 'stripes n / width w px',

@@ -61,8 +61,10 @@ class GeometricTransform:
         if self.canvas is not None:
             top, left, nh, nw = self.canvas
             out = np.full((h, w) + label_map.shape[2:], ignore_index, dtype=label_map.dtype)
+            # INTER_NEAREST_EXACT samples at pixel centres like the image's bilinear
+            # resize; plain INTER_NEAREST is offset by up to half a source pixel
             out[top:top + nh, left:left + nw] = cv2.resize(
-                label_map, (nw, nh), interpolation=cv2.INTER_NEAREST).reshape(
+                label_map, (nw, nh), interpolation=cv2.INTER_NEAREST_EXACT).reshape(
                     (nh, nw) + label_map.shape[2:])
             return out
         return cv2.warpAffine(label_map, self.opencv_matrix, (w, h), flags=cv2.INTER_NEAREST,

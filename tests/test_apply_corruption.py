@@ -1,0 +1,233 @@
+"""ApplyCorruption in real toolbox pipelines: labels move with the pixels."""
+import os.path as osp
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from mmcv.transforms import Compose
+from mmdet.structures.bbox import HorizontalBoxes
+from mmrotate.structures.bbox import QuadriBoxes, RotatedBoxes
+
+from reobench_mm.corruptions import corrupt, corrupt_geometric
+from reobench_mm.corruptions.appearance import jpeg_round_trip
+from reobench_mm.transforms import ApplyCorruption, move_boxes
+
+
+def _results(image, **extra):
+    return dict(img=image, img_path='/data/x/tile_7.png', img_shape=image.shape[:2], **extra)
+
+
+def _image(h=96, w=128):
+    rng = np.random.default_rng(0)
+    return (cv2.GaussianBlur(rng.random((h, w, 3)).astype(np.float32), (0, 0), 2) * 255
+            ).astype(np.uint8)
+
+
+@pytest.mark.parametrize('corruption,severity', [('clean', 3), ('rotate', 0), ('cloud', 0)])
+def test_clean_and_severity_zero_are_noops(corruption, severity):
+    image = _image()
+    out = ApplyCorruption(corruption, severity)(_results(image.copy()))
+    np.testing.assert_array_equal(out['img'], image)
+    assert (out['corruption'], out['severity']) == ('clean', 0)
+
+
+def test_appearance_corruption_uses_the_file_name_as_key():
+    image = _image()
+    out = ApplyCorruption('gaussian_noise', 2, seed=5)(_results(image.copy()))
+    expected = corrupt(image, 'gaussian_noise', 2, seed=5, key='tile_7.png')
+    np.testing.assert_array_equal(out['img'], expected)
+    assert (out['corruption'], out['severity']) == ('gaussian_noise', 2)
+    moved = _results(image.copy())
+    moved['img_path'] = '/elsewhere/tile_7.png'
+    np.testing.assert_array_equal(ApplyCorruption('gaussian_noise', 2, seed=5)(moved)['img'],
+                                  expected)
+
+
+def test_compression_respects_bgr_and_optional_reencoding():
+    image = _image()
+    out = ApplyCorruption('compression_artifacts', 1)(_results(image.copy()))
+    expected = corrupt(image, 'compression_artifacts', 1, channel_order='bgr')
+    np.testing.assert_array_equal(out['img'], expected)
+    twice = ApplyCorruption('haze', 1, reencode_jpeg_quality=75)(_results(image.copy()))
+    hazy = corrupt(image, 'haze', 1).astype(np.float32) / 255
+    np.testing.assert_array_equal(
+        twice['img'], np.rint(jpeg_round_trip(hazy, 75, 'bgr') * 255).astype(np.uint8))
+
+
+def _polygon_masks_and_boxes(shape, quads):
+    masks = []
+    for quad in quads:
+        mask = np.zeros(shape, np.uint8)
+        cv2.fillPoly(mask, [np.round((quad.reshape(4, 2) - 0.5) * 8).astype(np.int32)], 1,
+                     cv2.LINE_8, 3)
+        masks.append(mask)
+    return masks
+
+
+def _raster(corners, shape):
+    mask = np.zeros(shape, np.uint8)
+    # corners are in pixel-edge coordinates; OpenCV rasterises in pixel-centre ones
+    edge = np.asarray(corners).reshape(4, 2) - 0.5
+    cv2.fillPoly(mask, [np.round(edge * 8).astype(np.int32)], 1,
+                 cv2.LINE_8, 3)
+    return mask.astype(bool)
+
+
+def _check_boxes_cover_moved_masks(image, quads, corruption, severity):
+    """Each moved box covers its moved object mask (IoU >= 0.9)."""
+    shape = image.shape[:2]
+    boxes = QuadriBoxes(torch.as_tensor(quads, dtype=torch.float32)).convert_to('rbox')
+    masks = _polygon_masks_and_boxes(shape, quads)
+    _, geometry = corrupt_geometric(image, corruption, severity, key='k', border='constant')
+    moved = move_boxes(RotatedBoxes(boxes.tensor), geometry)
+    tensor = moved.tensor
+    assert torch.all(tensor[:, 2:4] > 0), 'no negative or zero sizes'
+    assert torch.all((tensor[:, 4] >= -np.pi / 2) & (tensor[:, 4] < np.pi / 2)), 'le90 angles'
+    area_ratio = abs(np.linalg.det(geometry.matrix[:, :2]))
+    checked = 0
+    for mask, box in zip(masks, moved.convert_to('qbox').tensor.numpy()):
+        moved_mask = geometry.warp_label_map(mask, 0).astype(bool)
+        if moved_mask.sum() < 0.95 * area_ratio * mask.sum() or mask.sum() < 200:
+            continue  # partly moved out of the image or too small to rasterise stably
+        box_mask = _raster(box, shape)
+        iou = (box_mask & moved_mask).sum() / (box_mask | moved_mask).sum()
+        assert iou >= 0.9, (corruption, severity, iou)
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize('corruption', ['rotate', 'scale', 'translate'])
+@pytest.mark.parametrize('severity', [1, 3, 5])
+def test_moved_boxes_cover_moved_objects_on_synthetic_scenes(corruption, severity):
+    from reobench_mm.datasets.synthetic import draw_dior_scene
+    image, objects = draw_dior_scene(np.random.default_rng(1), 256)
+    quads = np.array([o.corners.reshape(-1) for o in objects])
+    assert _check_boxes_cover_moved_masks(image, quads, corruption, severity) >= 3
+
+
+@pytest.mark.parametrize('corruption', ['rotate', 'scale', 'translate'])
+def test_moved_boxes_cover_moved_objects_on_real_dota(real_samples, corruption):
+    name = 'P2805__1024__0___0'
+    # the stored PNG is a thumbnail; the annotations are in the 1024x1024 patch's pixels
+    image = np.zeros((1024, 1024, 3), np.uint8)
+    lines = open(osp.join(real_samples, 'dota', name + '.txt')).read().split('\n')
+    quads = np.array([[float(v) for v in line.split()[:8]] for line in lines
+                      if len(line.split()) >= 9])
+    assert _check_boxes_cover_moved_masks(image, quads, corruption, 4) >= 1
+
+
+def test_horizontal_boxes_become_enclosing_boxes():
+    image = _image(100, 100)
+    _, geometry = corrupt_geometric(image, 'rotate', 2)  # 45 degrees
+    moved = move_boxes(HorizontalBoxes(torch.tensor([[40., 40., 60., 60.]])), geometry)
+    x1, y1, x2, y2 = moved.tensor[0].tolist()
+    assert x2 - x1 == pytest.approx(20 * np.sqrt(2), abs=1e-3)
+    assert y2 - y1 == pytest.approx(20 * np.sqrt(2), abs=1e-3)
+
+
+def test_segmentation_map_moves_exactly_with_the_image():
+    label = np.zeros((64, 64), np.uint8)
+    label[10:30, 20:50] = 3
+    image = np.repeat((label * 60)[..., None], 3, axis=2)
+    results = ApplyCorruption('translate', 2, seed=1)(
+        _results(image, gt_seg_map=label.copy(), seg_fields=['gt_seg_map']))
+    np.testing.assert_array_equal(results['img'][..., 0] // 60, results['gt_seg_map'])
+
+    results = ApplyCorruption('scale', 5)(_results(image, gt_seg_map=label.copy()))
+    seg, img = results['gt_seg_map'], results['img'][..., 0]
+    assert np.all(seg[img > 0] == 3)  # content lands where its labels land
+    assert np.all(seg[:16] == 255), 'the empty canvas is ignored, never a class'
+
+
+def test_drop_outside_keeps_labels_and_flags_aligned():
+    image = _image(100, 100)
+    boxes = RotatedBoxes(torch.tensor([[50., 50., 10., 6., 0.], [3., 3., 4., 4., 0.],
+                                       [90., 50., 6., 6., 0.2]]))
+    results = _results(image, gt_bboxes=boxes, gt_bboxes_labels=np.array([0, 1, 2]),
+                       gt_ignore_flags=np.array([False, True, False]))
+    key = ApplyCorruption.sample_key(results)
+    _, geometry = corrupt_geometric(image, 'translate', 5, key=key)  # ±35 px
+    kept = [i for i, c in enumerate(geometry.apply_to_points(boxes.tensor[:, :2].numpy()))
+            if 0 <= c[0] < 100 and 0 <= c[1] < 100]
+    out = ApplyCorruption('translate', 5, box_policy='drop_outside')(dict(results))
+    assert out['gt_bboxes_labels'].tolist() == kept
+    assert out['gt_ignore_flags'].tolist() == [bool(i == 1) for i in kept]
+    assert len(out['gt_bboxes']) == len(kept) < 3
+    reference = ApplyCorruption('translate', 5)(_results(
+        image, gt_bboxes=boxes, gt_bboxes_labels=np.array([0, 1, 2]),
+        gt_ignore_flags=np.array([False, True, False])))
+    assert len(reference['gt_bboxes']) == 3, 'the reference policy keeps every box'
+
+
+def test_empty_annotations():
+    out = ApplyCorruption('rotate', 3)(_results(
+        _image(), gt_bboxes=RotatedBoxes(torch.zeros((0, 5))),
+        gt_bboxes_labels=np.zeros(0, np.int64), gt_ignore_flags=np.zeros(0, bool)))
+    assert len(out['gt_bboxes']) == 0
+
+
+def test_in_an_mmrotate_dior_pipeline(demo_data):
+    from mmrotate.datasets import DIORDataset
+    import reobench_mm  # noqa: F401
+    from mmengine.registry import init_default_scope
+    init_default_scope('mmrotate')
+    pipeline = [
+        dict(type='mmdet.LoadImageFromFile'),
+        dict(type='mmdet.LoadAnnotations', with_bbox=True, box_type='qbox'),
+        dict(type='ConvertBoxType', box_type_mapping=dict(gt_bboxes='rbox')),
+        dict(type='ApplyCorruption', corruption='rotate', severity=4),
+        dict(type='mmdet.PackDetInputs',
+             meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'corruption',
+                        'severity')),
+    ]
+    dataset = DIORDataset(data_root=osp.join(demo_data, 'dior'),
+                          ann_file='ImageSets/Main/test.txt',
+                          data_prefix=dict(img_path='JPEGImages-test'), test_mode=True,
+                          metainfo=dict(classes=('airplane', 'ship', 'storagetank',
+                                                 'vehicle')), pipeline=pipeline)
+    sample = dataset[0]['data_samples']
+    assert sample.metainfo['corruption'] == 'rotate' and sample.metainfo['severity'] == 4
+    boxes = sample.gt_instances.bboxes.tensor
+    assert len(boxes) and torch.all(boxes[:, 2:4] > 0)
+    assert torch.all((boxes[:, 4] >= -np.pi / 2) & (boxes[:, 4] < np.pi / 2))
+    assert len(sample.gt_instances.labels) == len(boxes)
+
+
+def test_same_bits_with_0_and_2_dataloader_workers(demo_data):
+    from mmengine.dataset import pseudo_collate
+    from mmseg.datasets import PotsdamDataset
+    from torch.utils.data import DataLoader
+    pipeline = Compose([
+        dict(type='mmseg.LoadImageFromFile'),
+        ApplyCorruption('gaussian_noise', 3, seed=9),
+    ])
+    dataset = PotsdamDataset(data_root=osp.join(demo_data, 'potsdam'),
+                             data_prefix=dict(img_path='img_dir/val',
+                                              seg_map_path='ann_dir/val'),
+                             pipeline=[])
+    dataset.pipeline = pipeline
+
+    def images(workers, batch):
+        loader = DataLoader(dataset, batch_size=batch, num_workers=workers,
+                            collate_fn=pseudo_collate)
+        return [img for batch_ in loader for img in batch_['img']]
+
+    serial, parallel = images(0, 1), images(2, 2)
+    assert len(serial) == len(dataset) == len(parallel)
+    for a, b in zip(serial, parallel):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize('kwargs,error,match', [
+    (dict(corruption='fog', severity=1), KeyError, "valid: .*'haze'"),
+    (dict(corruption='haze', severity=6), ValueError, 'severity must be'),
+    (dict(corruption='haze', severity=1, protocol='x'), ValueError, 'unknown protocol'),
+    (dict(corruption='rotate', severity=1, border='wrap'), ValueError, 'border'),
+    (dict(corruption='rotate', severity=1, box_policy='clip'), ValueError, 'box_policy'),
+    (dict(corruption='rotate', severity=1, angle_version='le45'), ValueError, 'angle_version'),
+    (dict(corruption='haze', severity=1, reencode_jpeg_quality=0), ValueError, 'reencode'),
+])
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ApplyCorruption(**kwargs)
