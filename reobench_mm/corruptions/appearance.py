@@ -17,7 +17,7 @@ from .noise import fractal_perlin
 @register_corruption('gaussian_noise', 'reobench', 'sensor', 'σ on [0, 1]',
                      (0.04, 0.05, 0.06, 0.07, 0.08))
 def gaussian_noise(image: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    return image + rng.normal(0.0, sigma, image.shape).astype(np.float32)
+    return image + np.float32(sigma) * rng.standard_normal(image.shape, dtype=np.float32)
 
 
 @register_corruption('salt_pepper_noise', 'reobench', 'sensor', 'fraction of elements',
@@ -105,8 +105,9 @@ def data_gaps(image: np.ndarray, stripes_and_width, rng: np.random.Generator) ->
     height, width = image.shape[:2]
     theta = np.deg2rad(rng.uniform(0.0, 180.0))
     spacing = np.floor(np.sqrt(width**2 + height**2)) / n
-    ys, xs = np.mgrid[0:height, 0:width]
-    gaps = np.mod(xs * np.cos(theta) + ys * np.sin(theta), spacing) < w
+    along_x = np.arange(width, dtype=np.float64) * np.cos(theta)
+    along_y = np.arange(height, dtype=np.float64) * np.sin(theta)
+    gaps = np.mod(along_y[:, None] + along_x[None, :], spacing) < w
     out = image.copy()
     out[gaps] = 0.0
     return out
