@@ -64,8 +64,10 @@ else
     else
         echo "[install] no GPU: building mmcv's CPU ops (about 20 minutes on 2 cores; pip caches the wheel)"
     fi
+    # -c: mmcv's own dependencies (opencv-python, numpy) get the project's pins at once
     MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
-        "${PIP[@]}" install --no-build-isolation "${cuda_flags[@]}" mmcv==2.1.0
+        "${PIP[@]}" install --no-build-isolation "${cuda_flags[@]}" \
+        -c requirements/runtime.txt mmcv==2.1.0
 fi
 
 echo "[install] 3/4 OpenMMLab toolboxes and runtime requirements"
