@@ -165,10 +165,12 @@ def to_float(image: np.ndarray, max_value: Optional[float] = None) -> np.ndarray
         image = image[..., None]
     if image.ndim != 3 or image.shape[2] < 1 or image.shape[0] < 1 or image.shape[1] < 1:
         raise ValueError(f'image must be H×W or H×W×C with C >= 1, got shape {image.shape}')
-    if image.dtype == np.uint8:
-        return image.astype(np.float32) / np.float32(255)
-    if image.dtype == np.uint16:
-        return image.astype(np.float32) / np.float32(65535 if max_value is None else max_value)
+    if image.dtype in (np.uint8, np.uint16):
+        full_scale = 255 if image.dtype == np.uint8 else (65535 if max_value is None
+                                                          else max_value)
+        out = image.astype(np.float32)
+        out *= np.float32(1.0 / full_scale)  # in place: one allocation per conversion
+        return out
     if image.dtype in (np.float32, np.float64, np.float16):
         if not np.all(np.isfinite(image)):
             raise ValueError('float images must be finite (no NaN or inf)')
@@ -178,12 +180,17 @@ def to_float(image: np.ndarray, max_value: Optional[float] = None) -> np.ndarray
 
 def from_float(image: np.ndarray, like: np.ndarray,
                max_value: Optional[float] = None) -> np.ndarray:
-    """Back to the dtype and shape of ``like``: clip to [0, 1], round to nearest."""
-    image = np.clip(image, 0.0, 1.0)
+    """Back to the dtype and shape of ``like``: clip to [0, 1], round to nearest.
+
+    ``image`` is a float32 scratch array of the engine and is modified in place.
+    """
+    np.clip(image, 0.0, 1.0, out=image)
     if like.dtype == np.uint8:
-        out = np.rint(image * 255).astype(np.uint8)
+        image *= np.float32(255)
+        out = np.rint(image, out=image).astype(np.uint8)
     elif like.dtype == np.uint16:
-        out = np.rint(image * (65535 if max_value is None else max_value)).astype(np.uint16)
+        image *= np.float32(65535 if max_value is None else max_value)
+        out = np.rint(image, out=image).astype(np.uint16)
     else:
-        out = image.astype(like.dtype)
+        out = image.astype(like.dtype, copy=False)
     return out.reshape(like.shape)
