@@ -58,3 +58,9 @@ def test_demo_trains_evaluates_and_reuses(tmp_path):
     second = _run(args)
     assert 'data: reusing' in second and 'segmentation: reusing' in second
     assert osp.isfile(tmp_path / 'work' / 'seg_clean_metrics.json')
+
+
+def test_corruption_speed_benchmark_runs():
+    output = _run([sys.executable, 'benchmarks/corruption_speed.py', '--sizes', '64',
+                   '--repeats', '1', '--reference-size', '16'], timeout=300)
+    assert 'all together' in output and 'cloud' in output and 'faster' in output
