@@ -21,7 +21,7 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
 from reobench_mm.corruptions import corrupt, list_corruptions  # noqa: E402
-from reobench_mm.corruptions.noise import _fade, fractal_perlin  # noqa: E402
+from reobench_mm.corruptions.noise import fractal_perlin, perlin_per_pixel  # noqa: E402
 
 TARGET_MS, TARGET_TOTAL_MS = 10.0, 40.0
 
@@ -34,26 +34,6 @@ def median_ms(fn, repeats: int) -> float:
         fn()
         times.append((time.perf_counter() - start) * 1000)
     return float(np.median(times))
-
-
-def perlin_per_pixel(height: int, width: int, period: float, rng) -> np.ndarray:
-    """The textbook algorithm: four corner gradients gathered for every pixel."""
-    ys, xs = (np.arange(height) + 0.5) / period, (np.arange(width) + 0.5) / period
-    cells_y, cells_x = int(np.floor(ys[-1])) + 2, int(np.floor(xs[-1])) + 2
-    angles = rng.uniform(0, 2 * np.pi, size=(cells_y, cells_x))
-    gx, gy = np.cos(angles), np.sin(angles)
-    out = np.zeros((height, width))
-    for r, y in enumerate(ys):
-        for c, x in enumerate(xs):
-            i, j = int(x), int(y)
-            fx, fy = x - i, y - j
-            dots = [gx[j + dj, i + di] * (fx - di) + gy[j + dj, i + di] * (fy - dj)
-                    for dj in (0, 1) for di in (0, 1)]
-            u, v = _fade(fx), _fade(fy)
-            top = dots[0] + u * (dots[1] - dots[0])
-            bottom = dots[2] + u * (dots[3] - dots[2])
-            out[r, c] = top + v * (bottom - top)
-    return out
 
 
 def image(size: int) -> np.ndarray:

@@ -319,33 +319,10 @@ def test_bad_images(image, match):
         corrupt(image, 'haze', 1)
 
 
-def _perlin_by_pixel(height, width, period, rng):
-    """Textbook Perlin: gather the four corner gradients of every pixel."""
-    from reobench_mm.corruptions.noise import _fade
-    ys, xs = (np.arange(height) + 0.5) / period, (np.arange(width) + 0.5) / period
-    cells_y, cells_x = int(np.floor(ys[-1])) + 2, int(np.floor(xs[-1])) + 2
-    angles = rng.uniform(0, 2 * np.pi, size=(cells_y, cells_x))
-    gx, gy = np.cos(angles), np.sin(angles)
-    out = np.zeros((height, width))
-    for r, y in enumerate(ys):
-        for c, x in enumerate(xs):
-            i, j = int(np.floor(x)), int(np.floor(y))
-            fx, fy = x - i, y - j
-
-            def dot(dj, di):
-                return gx[j + dj, i + di] * (fx - di) + gy[j + dj, i + di] * (fy - dj)
-
-            u, v = _fade(fx), _fade(fy)
-            top = dot(0, 0) + u * (dot(0, 1) - dot(0, 0))
-            bottom = dot(1, 0) + u * (dot(1, 1) - dot(1, 0))
-            out[r, c] = top + v * (bottom - top)
-    return out
-
-
 @pytest.mark.parametrize('period', [200, 25, 6.25, 3])
 def test_separable_perlin_equals_per_pixel_perlin(period):
-    from reobench_mm.corruptions.noise import perlin
+    from reobench_mm.corruptions.noise import perlin, perlin_per_pixel
     fast = perlin(37, 53, period, np.random.default_rng(4))
-    slow = _perlin_by_pixel(37, 53, period, np.random.default_rng(4))
+    slow = perlin_per_pixel(37, 53, period, np.random.default_rng(4))
     np.testing.assert_allclose(fast, slow, atol=2e-6)
     assert np.abs(slow).max() > 0.05
