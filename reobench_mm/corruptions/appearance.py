@@ -57,6 +57,15 @@ def motion_blur(image: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarr
     return _per_band(lambda x: cv2.filter2D(x, -1, kernel), image)
 
 
+CHANNEL_ORDERS = ('rgb', 'bgr')
+
+
+def check_channel_order(channel_order: str) -> None:
+    """Raise a ValueError unless ``channel_order`` is ``'rgb'`` or ``'bgr'``."""
+    if channel_order not in CHANNEL_ORDERS:
+        raise ValueError(f"channel_order must be 'rgb' or 'bgr', got {channel_order!r}")
+
+
 def jpeg_round_trip(image: np.ndarray, quality: int, channel_order: str = 'rgb') -> np.ndarray:
     """Baseline JPEG (4:2:0) encode + decode of a float image at ``quality``.
 
@@ -65,8 +74,7 @@ def jpeg_round_trip(image: np.ndarray, quality: int, channel_order: str = 'rgb')
     bands at a time as colour JPEGs in order, the rest one band at a time as
     greyscale JPEGs. JPEG is 8-bit, so every band is quantised to 256 levels.
     """
-    if channel_order not in ('rgb', 'bgr'):
-        raise ValueError(f"channel_order must be 'rgb' or 'bgr', got {channel_order!r}")
+    check_channel_order(channel_order)
     if not 1 <= int(quality) <= 100:
         raise ValueError(f'JPEG quality must be in 1..100, got {quality}')
     params = [cv2.IMWRITE_JPEG_QUALITY, int(quality), cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
@@ -125,6 +133,7 @@ def brightness_contrast(image: np.ndarray, offset_and_gain, rng: np.random.Gener
 
 
 CLOUD_CELL_PIXELS = 200  # one base-octave noise cell per 200 px
+CLOUD_BRIGHTNESS = 0.9  # flat grey of cloud tops, all bands
 
 
 def cloud_mask(height: int, width: int, density: float, rng: np.random.Generator
@@ -142,7 +151,7 @@ def cloud_mask(height: int, width: int, density: float, rng: np.random.Generator
                      (0.10, 0.15, 0.20, 0.25, 0.30))
 def cloud(image: np.ndarray, density: float, rng: np.random.Generator) -> np.ndarray:
     mask = cloud_mask(image.shape[0], image.shape[1], density, rng)[..., None]
-    return image * (1.0 - mask) + np.float32(0.9) * mask
+    return image * (1.0 - mask) + np.float32(CLOUD_BRIGHTNESS) * mask
 
 
 @register_corruption('haze', 'reobench', 'environmental', 'intensity I',
@@ -155,7 +164,6 @@ def haze(image: np.ndarray, intensity: float, rng: np.random.Generator) -> np.nd
 
 SHADOW_OFFSET_FRACTION = 0.04  # shadow displacement, fraction of the image size
 SHADOW_DARKENING = 0.5  # ground under full shadow keeps this fraction of its radiance
-CLOUD_BRIGHTNESS = 0.9
 CLOUD_EDGE_OPACITY = 0.35  # opacity where the thickness just crosses the threshold
 
 

@@ -13,7 +13,7 @@ import numpy as np
 __all__ = [
     'CorruptionSpec', 'PROTOCOLS', 'CATEGORIES', 'GROUPS', 'register_corruption',
     'get_corruption', 'list_corruptions', 'resolve_corruptions', 'make_rng', 'to_float',
-    'from_float', 'check_severity', 'sample_key'
+    'from_float', 'check_severity', 'check_protocol', 'sample_key'
 ]
 
 PROTOCOLS = ('reobench', 'geofm_calibration')
@@ -57,8 +57,7 @@ _REGISTRY: Dict[Tuple[str, str], CorruptionSpec] = {}
 def register_corruption(name: str, protocol: str, category: str, parameter: str,
                         severities: Sequence, options: Sequence[str] = ()) -> Callable:
     """Decorator registering ``func`` as corruption ``name`` of ``protocol``."""
-    if protocol not in PROTOCOLS:
-        raise ValueError(f'unknown protocol {protocol!r}; valid: {PROTOCOLS}')
+    check_protocol(protocol)
     if category not in CATEGORIES:
         raise ValueError(f'unknown category {category!r}; valid: {CATEGORIES}')
     if len(severities) != 5:
@@ -75,14 +74,15 @@ def register_corruption(name: str, protocol: str, category: str, parameter: str,
     return wrap
 
 
-def _check_protocol(protocol: str) -> None:
+def check_protocol(protocol: str) -> None:
+    """Raise a ValueError naming the valid protocols unless ``protocol`` is one."""
     if protocol not in PROTOCOLS:
         raise ValueError(f'unknown protocol {protocol!r}; valid: {list(PROTOCOLS)}')
 
 
 def get_corruption(name: str, protocol: str = 'reobench') -> CorruptionSpec:
     """The :class:`CorruptionSpec` of ``name`` in ``protocol``."""
-    _check_protocol(protocol)
+    check_protocol(protocol)
     try:
         return _REGISTRY[(protocol, name)]
     except KeyError:
@@ -94,7 +94,7 @@ def get_corruption(name: str, protocol: str = 'reobench') -> CorruptionSpec:
 def list_corruptions(protocol: str = 'reobench', category: Optional[str] = None) -> List[str]:
     """Names of the corruptions of ``protocol`` (optionally of one ``category``),
     in registration order (the order of the spec's table)."""
-    _check_protocol(protocol)
+    check_protocol(protocol)
     if category is not None and category not in CATEGORIES:
         raise ValueError(f'unknown category {category!r}; valid: {list(CATEGORIES)}')
     return [spec.name for (p, _), spec in _REGISTRY.items()

@@ -13,12 +13,13 @@ import numpy as np
 
 from .base import register_corruption
 
-__all__ = ['GeometricTransform', 'BORDER_MODES']
+__all__ = ['GeometricTransform', 'BORDER_MODES', 'check_border']
 
 BORDER_MODES = {'reflect': cv2.BORDER_REFLECT, 'constant': cv2.BORDER_CONSTANT}
 
 
-def _check_border(border: str) -> None:
+def check_border(border: str) -> None:
+    """Raise a ValueError naming the valid border modes unless ``border`` is one."""
     if border not in BORDER_MODES:
         raise ValueError(f'border must be one of {list(BORDER_MODES)}, got {border!r}')
 
@@ -104,7 +105,7 @@ def _from_opencv(name: str, opencv_matrix: np.ndarray, shape, border: str) -> Ge
                      (30, 45, 60, 75, 90), options=('border', ))
 def rotate(image: np.ndarray, angle: float, rng: np.random.Generator, border: str = 'reflect'):
     """Rotate by +angle (counter-clockwise on screen) about (W/2, H/2), bilinear."""
-    _check_border(border)
+    check_border(border)
     h, w = image.shape[:2]
     matrix = cv2.getRotationMatrix2D((w / 2, h / 2), float(angle), 1.0)
     transform = _from_opencv('rotate', matrix, (h, w), border)
@@ -118,7 +119,7 @@ def scale(image: np.ndarray, ratio: float, rng: np.random.Generator, border: str
 
     ``border`` is accepted for a uniform interface; the canvas is always empty.
     """
-    _check_border(border)
+    check_border(border)
     h, w = image.shape[:2]
     nh, nw = max(1, int(h * ratio)), max(1, int(w * ratio))
     top, left = (h - nh) // 2, (w - nw) // 2
@@ -134,7 +135,7 @@ def scale(image: np.ndarray, ratio: float, rng: np.random.Generator, border: str
 def translate(image: np.ndarray, shift: int, rng: np.random.Generator,
               border: str = 'reflect'):
     """Shift by (±t, ±t), signs drawn at random (always diagonal)."""
-    _check_border(border)
+    check_border(border)
     h, w = image.shape[:2]
     dx, dy = (float(shift) if s else -float(shift) for s in rng.integers(0, 2, size=2))
     transform = GeometricTransform('translate', np.array([[1.0, 0, dx], [0, 1.0, dy]]), (h, w),

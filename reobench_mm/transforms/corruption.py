@@ -9,9 +9,9 @@ import torch
 from mmcv.transforms import BaseTransform
 
 from ..corruptions import corrupt, corrupt_geometric, get_corruption
-from ..corruptions.appearance import jpeg_round_trip
-from ..corruptions.base import PROTOCOLS, check_severity, from_float, to_float
-from ..corruptions.geometric import BORDER_MODES, GeometricTransform
+from ..corruptions.appearance import check_channel_order, jpeg_round_trip
+from ..corruptions.base import check_protocol, check_severity, from_float, to_float
+from ..corruptions.geometric import GeometricTransform, check_border
 from ..registry import TRANSFORMS
 
 BOX_POLICIES = ('reference', 'drop_outside')
@@ -69,20 +69,17 @@ class ApplyCorruption(BaseTransform):
                  ignore_index: int = 255, channel_order: str = 'bgr',
                  max_value: Optional[float] = None,
                  reencode_jpeg_quality: Optional[int] = None) -> None:
-        if protocol not in PROTOCOLS:
-            raise ValueError(f'unknown protocol {protocol!r}; valid: {list(PROTOCOLS)}')
+        check_protocol(protocol)
         self.severity = check_severity(severity)
         self.corruption = corruption
         self.spec = None if corruption == 'clean' else get_corruption(corruption, protocol)
-        if border not in BORDER_MODES:
-            raise ValueError(f'border must be one of {list(BORDER_MODES)}, got {border!r}')
+        check_border(border)
         if box_policy not in BOX_POLICIES:
             raise ValueError(f'box_policy must be one of {BOX_POLICIES}, got {box_policy!r}')
         if angle_version not in ANGLE_VERSIONS:
             raise ValueError(f'angle_version must be one of {ANGLE_VERSIONS}, '
                              f'got {angle_version!r}')
-        if channel_order not in ('rgb', 'bgr'):
-            raise ValueError(f"channel_order must be 'rgb' or 'bgr', got {channel_order!r}")
+        check_channel_order(channel_order)
         if reencode_jpeg_quality is not None and not 1 <= reencode_jpeg_quality <= 100:
             raise ValueError('reencode_jpeg_quality must be None or in 1..100, '
                              f'got {reencode_jpeg_quality}')
