@@ -8,8 +8,10 @@ import pytest
 
 from reobench_mm.corruptions import (corrupt, corrupt_geometric, get_corruption,
                                      list_corruptions, resolve_corruptions)
-from reobench_mm.corruptions.appearance import cloud_shadow_layers, reobench_motion_kernel
-from reobench_mm.corruptions.base import make_rng
+from reobench_mm.corruptions.appearance import (cloud_shadow_layers, data_gap_mask,
+                                                gaussian_noise_uint8, reobench_motion_kernel,
+                                                rounded_gaussian_alias_table)
+from reobench_mm.corruptions.base import UINT8_RELATIONS, make_rng
 
 ALL = [(p, n) for p in ('reobench', 'geofm_calibration') for n in list_corruptions(p)]
 STOCHASTIC = {'gaussian_noise', 'salt_pepper_noise', 'data_gaps', 'cloud', 'translate',
@@ -326,3 +328,70 @@ def test_separable_perlin_equals_per_pixel_perlin(period):
     slow = perlin_per_pixel(37, 53, period, np.random.default_rng(4))
     np.testing.assert_allclose(fast, slow, atol=2e-6)
     assert np.abs(slow).max() > 0.05
+
+
+# ------------------------------------------------------------------------ uint8 fast paths
+WITH_UINT8_KERNEL = [(p, n) for p, n in ALL if get_corruption(n, p).uint8_func is not None]
+
+
+def test_the_common_corruptions_have_uint8_kernels():
+    assert {n for p, n in WITH_UINT8_KERNEL if p == 'reobench'} == set(list_corruptions())
+    for protocol, name in WITH_UINT8_KERNEL:
+        assert get_corruption(name, protocol).uint8_relation in UINT8_RELATIONS
+
+
+@pytest.mark.parametrize('protocol,name', WITH_UINT8_KERNEL)
+@pytest.mark.parametrize('bands', [1, 3, 5, 13])
+def test_uint8_kernel_keeps_its_promise_against_the_float_path(protocol, name, bands):
+    image = _image((72, 60, bands))
+    relation = get_corruption(name, protocol).uint8_relation
+    for severity in (1, 3, 5):
+        fast = corrupt(image, name, severity, protocol=protocol, key='k')
+        reference = np.rint(corrupt(_float(image), name, severity, protocol=protocol,
+                                    key='k') * 255).astype(np.int16)
+        assert fast.dtype == np.uint8 and fast.shape == image.shape
+        difference = np.abs(fast.astype(np.int16) - reference)
+        if relation == 'identical':
+            assert difference.max() == 0
+        elif relation == 'within_one_level':
+            assert difference.max() <= 1 and difference.mean() < 0.2
+        else:  # same distribution, other draws: compare the added noise's moments
+            noise_fast = fast.astype(np.float64) - image
+            noise_reference = reference - image.astype(np.float64)
+            assert noise_fast.std() == pytest.approx(noise_reference.std(), rel=0.1)
+
+
+@pytest.mark.parametrize('sigma', [0.04, 0.08])
+def test_uint8_gaussian_noise_draws_the_rounded_normal_exactly(sigma):
+    from scipy.special import ndtr
+    from scipy.stats import chisquare
+    image = np.full((500, 400, 3), 128, np.uint8)
+    offsets = gaussian_noise_uint8(image, sigma, make_rng(0, 'chi2', 1)).astype(int) - 128
+    scale = 255 * sigma
+    support = np.arange(offsets.min(), offsets.max() + 1)
+    expected = ndtr((support + 0.5) / scale) - ndtr((support - 0.5) / scale)
+    observed = np.bincount(offsets.ravel() - support[0], minlength=len(support))
+    enough = expected * offsets.size > 5  # chi-square needs populated cells
+    expected = expected[enough] * observed[enough].sum() / expected[enough].sum()
+    assert chisquare(observed[enough], expected).pvalue > 1e-3
+    table = rounded_gaussian_alias_table(scale)
+    assert table[1].max() <= 2**(32 - table[0])
+
+
+def test_fractal_perlin_is_the_sum_of_per_pixel_octaves():
+    from reobench_mm.corruptions.noise import fractal_perlin, perlin_per_pixel
+    fast = fractal_perlin(45, 70, 40, np.random.default_rng(9))
+    rng = np.random.default_rng(9)
+    slow = sum(0.5**o * perlin_per_pixel(45, 70, 40 / 2**o, rng) for o in range(6))
+    np.testing.assert_allclose(fast, slow, atol=2e-6)
+
+
+def test_data_gap_mask_equals_the_spec_formula_per_pixel():
+    for seed in range(5):
+        height, width, n, w = 97, 131, 4, 5
+        mask = data_gap_mask(height, width, n, w, np.random.default_rng(seed))
+        theta = np.deg2rad(np.random.default_rng(seed).uniform(0.0, 180.0))
+        spacing = np.floor(np.sqrt(width**2 + height**2)) / n
+        y, x = np.mgrid[:height, :width]
+        direct = np.mod(x * np.cos(theta) + y * np.sin(theta), spacing) < w
+        assert (mask != direct).sum() == 0

@@ -5,7 +5,7 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 
-from .base import check_severity, from_float, get_corruption, make_rng, to_float
+from .base import as_bands, check_severity, from_float, get_corruption, make_rng, to_float
 from .geometric import GeometricTransform, identity_transform
 
 __all__ = ['corrupt', 'corrupt_geometric']
@@ -21,11 +21,15 @@ def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: 
                         f'valid: {list(spec.options) or "none"}')
     if max_value is not None and not max_value > 0:
         raise ValueError(f'max_value must be > 0, got {max_value}')
-    as_float = to_float(image, max_value)
     if severity == 0:
+        to_float(image, max_value)  # validates the image
         return spec, None
     rng = make_rng(seed, f'{protocol}/{name}', severity, key)
-    return spec, spec.func(as_float, spec.parameter_for(severity), rng, **options)
+    parameter = spec.parameter_for(severity)
+    if spec.uint8_func is not None and isinstance(image, np.ndarray) \
+            and image.dtype == np.uint8:
+        return spec, spec.uint8_func(as_bands(image), parameter, rng, **options)
+    return spec, spec.func(to_float(image, max_value), parameter, rng, **options)
 
 
 def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
@@ -55,6 +59,8 @@ def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
         return image.copy()
     if spec.moves_labels:
         result = result[0]
+    if result.dtype == np.uint8 and image.dtype == np.uint8:  # from a uint8 kernel
+        return result.reshape(image.shape)
     return from_float(result, image, max_value)
 
 
@@ -75,4 +81,6 @@ def corrupt_geometric(image: np.ndarray, name: str, severity: int, *, seed: int 
     if result is None:
         return image.copy(), identity_transform(*image.shape[:2])
     moved, transform = result
+    if moved.dtype == np.uint8 and image.dtype == np.uint8:  # from a uint8 kernel
+        return moved.reshape(image.shape), transform
     return from_float(moved, image, max_value), transform

@@ -5,13 +5,14 @@ No OpenMMLab imports: the engine is usable on its own with numpy and OpenCV.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 __all__ = [
     'CorruptionSpec', 'PROTOCOLS', 'CATEGORIES', 'GROUPS', 'register_corruption',
+    'register_uint8_kernel', 'UINT8_RELATIONS', 'as_bands',
     'get_corruption', 'list_corruptions', 'resolve_corruptions', 'make_rng', 'to_float',
     'from_float', 'check_severity', 'check_protocol', 'sample_key'
 ]
@@ -35,6 +36,12 @@ class CorruptionSpec:
         func: ``func(image_float, parameter, rng, **options)``; geometric ones return
             ``(image, GeometricTransform)``.
         options: names of the keyword options ``func`` accepts.
+        uint8_func: optional kernel with ``func``'s signature that works on ``uint8``
+            images directly (no float round trip) and returns ``uint8``. It gives the
+            result ``uint8_relation`` says how it relates to ``func`` followed by
+            rounding (see :data:`UINT8_RELATIONS`).
+        uint8_relation: ``'identical'``, ``'within_one_level'`` or
+            ``'same_distribution'``; None without a kernel.
     """
     name: str
     protocol: str
@@ -44,6 +51,8 @@ class CorruptionSpec:
     moves_labels: bool
     func: Callable
     options: Tuple[str, ...] = ()
+    uint8_func: Optional[Callable] = None
+    uint8_relation: Optional[str] = None
 
     def parameter_for(self, severity: int):
         """The table value for ``severity`` (1..5)."""
@@ -69,6 +78,29 @@ def register_corruption(name: str, protocol: str, category: str, parameter: str,
             raise KeyError(f'corruption {name!r} is already registered for {protocol!r}')
         _REGISTRY[key] = CorruptionSpec(name, protocol, category, parameter, tuple(severities),
                                         category == 'geometric', func, tuple(options))
+        return func
+
+    return wrap
+
+
+UINT8_RELATIONS = {
+    'identical': 'the same bits as the float path followed by rounding',
+    'within_one_level': 'OpenCV integer arithmetic or one rounding step instead of two: '
+                        'at most one grey level from the float path',
+    'same_distribution': 'noise drawn directly on grey levels from the distribution the '
+                         'float path has after rounding (different draws)',
+}
+
+
+def register_uint8_kernel(name: str, protocol: str, relation: str) -> Callable:
+    """Decorator adding a ``uint8`` fast path to the registered corruption ``name``;
+    ``relation`` (a key of :data:`UINT8_RELATIONS`) is the promise the tests check."""
+    if relation not in UINT8_RELATIONS:
+        raise ValueError(f'unknown uint8 relation {relation!r}; valid: {list(UINT8_RELATIONS)}')
+
+    def wrap(func: Callable) -> Callable:
+        spec = get_corruption(name, protocol)
+        _REGISTRY[(protocol, name)] = replace(spec, uint8_func=func, uint8_relation=relation)
         return func
 
     return wrap
@@ -156,15 +188,22 @@ def make_rng(seed: int, name: str, severity: int, key: Union[None, int, str] = N
     return np.random.Generator(np.random.PCG64(words.tolist()))
 
 
-def to_float(image: np.ndarray, max_value: Optional[float] = None) -> np.ndarray:
-    """``H×W×C`` float32 in [0, 1] from ``uint8`` (/255), ``uint16`` (/``max_value``,
-    default 65535) or float input (clipped to [0, 1]). 2-D input is one band."""
+def as_bands(image: np.ndarray) -> np.ndarray:
+    """``image`` as an ``H×W×C`` view (2-D input is one band), after checking it is a
+    numpy array of a usable shape."""
     if not isinstance(image, np.ndarray):
         raise TypeError(f'image must be a numpy array, got {type(image)}')
     if image.ndim == 2:
         image = image[..., None]
     if image.ndim != 3 or image.shape[2] < 1 or image.shape[0] < 1 or image.shape[1] < 1:
         raise ValueError(f'image must be H×W or H×W×C with C >= 1, got shape {image.shape}')
+    return image
+
+
+def to_float(image: np.ndarray, max_value: Optional[float] = None) -> np.ndarray:
+    """``H×W×C`` float32 in [0, 1] from ``uint8`` (/255), ``uint16`` (/``max_value``,
+    default 65535) or float input (clipped to [0, 1]). 2-D input is one band."""
+    image = as_bands(image)
     if image.dtype in (np.uint8, np.uint16):
         full_scale = 255 if image.dtype == np.uint8 else (65535 if max_value is None
                                                           else max_value)

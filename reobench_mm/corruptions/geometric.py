@@ -11,7 +11,7 @@ from typing import Tuple
 import cv2
 import numpy as np
 
-from .base import register_corruption
+from .base import register_corruption, register_uint8_kernel
 
 __all__ = ['GeometricTransform', 'BORDER_MODES', 'check_border']
 
@@ -141,3 +141,12 @@ def translate(image: np.ndarray, shift: int, rng: np.random.Generator,
     transform = GeometricTransform('translate', np.array([[1.0, 0, dx], [0, 1.0, dy]]), (h, w),
                                    border)
     return _warp(image, transform), transform
+
+
+# The three are dtype-generic: on uint8 images they run OpenCV's integer paths directly,
+# as the REOBench generator did. ``translate`` (integer shifts) gives the same bits as
+# the float path; ``rotate`` and ``scale`` use OpenCV's fixed-point bilinear weights and
+# stay within one grey level of it.
+register_uint8_kernel('rotate', 'reobench', 'within_one_level')(rotate)
+register_uint8_kernel('scale', 'reobench', 'within_one_level')(scale)
+register_uint8_kernel('translate', 'reobench', 'identical')(translate)

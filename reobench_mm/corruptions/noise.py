@@ -2,9 +2,12 @@
 
 Written here rather than taken from a package: the usual Python Perlin packages
 evaluate one point per call (a per-pixel Python loop, seconds per image), while
-this evaluates each octave with a few array operations over the pixel grid.
+this builds each octave from a few small arrays and one sparse matrix product.
 """
+from typing import Tuple
+
 import numpy as np
+import scipy.sparse
 
 __all__ = ['perlin', 'fractal_perlin', 'perlin_per_pixel']
 
@@ -13,51 +16,79 @@ def _fade(t: np.ndarray) -> np.ndarray:
     return t * t * t * (t * (t * 6.0 - 15.0) + 10.0)
 
 
-def perlin(height: int, width: int, period: float, rng: np.random.Generator) -> np.ndarray:
-    """Gradient noise in about [-0.7, 0.7] with one lattice cell per ``period`` pixels.
-
-    Unit gradients are drawn at random for every lattice point the image needs, which
-    is distributed like classic Perlin noise at a random offset.
-
-    The x-interpolation is done once per lattice row: for lattice row ``j`` the
-    contribution to any pixel is ``P_j(x) + (y - j) * Q_j(x)`` with ``P_j`` the
-    x-lerp of ``gx * (x - i)`` and ``Q_j`` the x-lerp of ``gy``, both independent of
-    ``y``. Pixels then only need two row gathers and a y-lerp, instead of gathering
-    four gradients per pixel.
-    """
+def _lattice(height: int, width: int, period: float, rng: np.random.Generator):
+    """Pixel-centre coordinates in lattice units and one unit gradient per lattice
+    point the image needs (drawn from ``rng``: a classic Perlin field at a random
+    offset)."""
     if period <= 0:
         raise ValueError(f'period must be > 0, got {period}')
-    ys = ((np.arange(height, dtype=np.float64) + 0.5) / period)
-    xs = ((np.arange(width, dtype=np.float64) + 0.5) / period)
+    ys = (np.arange(height, dtype=np.float64) + 0.5) / period
+    xs = (np.arange(width, dtype=np.float64) + 0.5) / period
     cells_y, cells_x = int(np.floor(ys[-1])) + 2, int(np.floor(xs[-1])) + 2
     angles = rng.uniform(0.0, 2.0 * np.pi, size=(cells_y, cells_x))
-    grad_x, grad_y = np.cos(angles), np.sin(angles)
+    return ys, xs, np.cos(angles), np.sin(angles)
 
-    iy, ix = np.floor(ys).astype(np.int64), np.floor(xs).astype(np.int64)
-    fy, fx = ys - iy, xs - ix
+
+def _octave_factors(height: int, width: int, period: float, rng: np.random.Generator
+                    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One octave as ``weights @ rows``: an ``H × 2K`` matrix with 4 non-zeros per row
+    (returned as their ``columns`` and ``values``, each ``H × 4``) times ``2K × W`` rows.
+
+    For lattice row ``j`` the noise at any pixel of the cell rows ``j`` / ``j + 1`` is
+    ``P_j(x) + dy * Q_j(x)`` with ``P_j`` the x-lerp of ``gx * dx`` and ``Q_j`` the
+    x-lerp of ``gy``, neither depending on ``y``. Each output row therefore mixes four
+    of these row vectors, with weights ``(1 − v)``, ``(1 − v)·fy``, ``v``, ``v·(fy − 1)``
+    (``v`` the faded ``fy``).
+    """
+    ys, xs, grad_x, grad_y = _lattice(height, width, period, rng)
+    ix = np.floor(xs).astype(np.int64)
+    fx = xs - ix
     u = _fade(fx)
-    # per lattice row: x-lerps of the x-gradient term and of the y-gradient
-    left, right = grad_x[:, ix] * fx, grad_x[:, ix + 1] * (fx - 1.0)
-    p_rows = (left + u * (right - left)).astype(np.float32)
-    q_rows = (grad_y[:, ix] + u * (grad_y[:, ix + 1] - grad_y[:, ix])).astype(np.float32)
-    fy32 = fy.astype(np.float32)[:, None]
-    top = p_rows[iy] + fy32 * q_rows[iy]
-    bottom = p_rows[iy + 1] + (fy32 - 1.0) * q_rows[iy + 1]
-    return top + _fade(fy32) * (bottom - top)
+    # x-lerps of the gathered lattice columns (small: cells_y × W)
+    rows = np.empty((2 * len(grad_x), width), np.float32)
+    rows[0::2] = grad_x[:, ix] * (fx * (1.0 - u)) + grad_x[:, ix + 1] * ((fx - 1.0) * u)
+    rows[1::2] = grad_y[:, ix] * (1.0 - u) + grad_y[:, ix + 1] * u  # P_j: 2j, Q_j: 2j + 1
+
+    iy = np.floor(ys).astype(np.int64)
+    fy = ys - iy
+    v = _fade(fy)
+    columns = np.stack([2 * iy, 2 * iy + 1, 2 * iy + 2, 2 * iy + 3], axis=1)
+    values = np.stack([1.0 - v, (1.0 - v) * fy, v, v * (fy - 1.0)], axis=1)
+    return columns, values, rows
+
+
+def _combine(height: int, factors, amplitudes) -> np.ndarray:
+    """``sum_i amplitude_i · weights_i @ rows_i`` as one sparse product (float32)."""
+    offsets = np.cumsum([0] + [rows.shape[0] for _, _, rows in factors])
+    columns = np.concatenate([c + off for (c, _, _), off in zip(factors, offsets)], axis=1)
+    values = np.concatenate([a * v for (_, v, _), a in zip(factors, amplitudes)], axis=1)
+    weights = scipy.sparse.csr_matrix(
+        (values.astype(np.float32).ravel(), columns.ravel(),
+         np.arange(0, columns.size + 1, columns.shape[1])),
+        shape=(height, offsets[-1]))
+    return weights @ np.concatenate([rows for _, _, rows in factors], axis=0)
+
+
+def perlin(height: int, width: int, period: float, rng: np.random.Generator) -> np.ndarray:
+    """Gradient noise in about [-0.7, 0.7] with one lattice cell per ``period`` pixels
+    (float32)."""
+    return _combine(height, [_octave_factors(height, width, period, rng)], [1.0])
 
 
 def fractal_perlin(height: int, width: int, base_period: float, rng: np.random.Generator,
                    octaves: int = 6, persistence: float = 0.5,
                    lacunarity: float = 2.0) -> np.ndarray:
     """Sum of ``octaves`` Perlin layers: octave ``i`` has period
-    ``base_period / lacunarity**i`` and amplitude ``persistence**i``."""
+    ``base_period / lacunarity**i`` and amplitude ``persistence**i`` (float32).
+
+    All octaves go into one sparse product (their weight matrices side by side, their
+    row vectors stacked), so the full-size image is written once.
+    """
     if octaves < 1:
         raise ValueError(f'octaves must be >= 1, got {octaves}')
-    total = np.zeros((height, width), np.float32)
-    for octave in range(octaves):
-        total += persistence**octave * perlin(height, width, base_period / lacunarity**octave,
-                                              rng)
-    return total
+    factors = [_octave_factors(height, width, base_period / lacunarity**octave, rng)
+               for octave in range(octaves)]
+    return _combine(height, factors, [persistence**octave for octave in range(octaves)])
 
 
 def perlin_per_pixel(height: int, width: int, period: float,
@@ -65,10 +96,7 @@ def perlin_per_pixel(height: int, width: int, period: float,
     """The textbook algorithm, one pixel at a time: the reference :func:`perlin` is
     tested and benchmarked against (same draws from ``rng``, so equal results).
     Seconds per 512×512 image; not for production use."""
-    ys, xs = (np.arange(height) + 0.5) / period, (np.arange(width) + 0.5) / period
-    cells_y, cells_x = int(np.floor(ys[-1])) + 2, int(np.floor(xs[-1])) + 2
-    angles = rng.uniform(0.0, 2.0 * np.pi, size=(cells_y, cells_x))
-    grad_x, grad_y = np.cos(angles), np.sin(angles)
+    ys, xs, grad_x, grad_y = _lattice(height, width, period, rng)
     out = np.zeros((height, width))
     for row, y in enumerate(ys):
         for col, x in enumerate(xs):

@@ -10,7 +10,7 @@ from mmcv.transforms import BaseTransform
 
 from ..corruptions import corrupt, corrupt_geometric, get_corruption
 from ..corruptions.appearance import check_channel_order, jpeg_round_trip
-from ..corruptions.base import check_protocol, check_severity, from_float, to_float
+from ..corruptions.base import as_bands, check_protocol, check_severity, from_float, to_float
 from ..corruptions.geometric import GeometricTransform, check_border
 from ..registry import TRANSFORMS
 
@@ -115,9 +115,14 @@ class ApplyCorruption(BaseTransform):
                 if 'channel_order' in self.spec.options else {}
             image = corrupt(image, self.corruption, self.severity, **common, **options)
         if self.reencode_jpeg_quality is not None:
-            image = from_float(
-                jpeg_round_trip(to_float(image, self.max_value), self.reencode_jpeg_quality,
-                                self.channel_order), image, self.max_value)
+            if image.dtype == np.uint8:  # the codec on the bytes themselves
+                image = jpeg_round_trip(as_bands(image), self.reencode_jpeg_quality,
+                                        self.channel_order).reshape(image.shape)
+            else:
+                image = from_float(
+                    jpeg_round_trip(to_float(image, self.max_value),
+                                    self.reencode_jpeg_quality, self.channel_order), image,
+                    self.max_value)
         results['img'] = image
         return results
 
