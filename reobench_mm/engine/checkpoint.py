@@ -80,8 +80,10 @@ def allow_checkpoint_globals(objects: Iterable[Any]) -> None:
     _extra_globals.extend(objects)
 
 
-def load_local_checkpoint(filename: str, map_location: Optional[Any] = None) -> Any:
-    """Load a local checkpoint with ``weights_only=True`` and MMEngine's types allowed.
+def load_local_checkpoint(filename: str, map_location: Optional[Any] = None,
+                          extra_globals: Iterable[Any] = ()) -> Any:
+    """Load a local checkpoint with ``weights_only=True`` and MMEngine's types allowed
+    (plus ``extra_globals`` for this call, in ``add_safe_globals`` form).
 
     Raises:
         FileNotFoundError: ``filename`` does not exist.
@@ -93,7 +95,8 @@ def load_local_checkpoint(filename: str, map_location: Optional[Any] = None) -> 
         raise FileNotFoundError(f'checkpoint {filename} can not be found')
     if os.environ.get(TRUST_ENV_VAR, '0') == '1':
         return torch.load(filename, map_location=map_location, weights_only=False)
-    with torch.serialization.safe_globals(MMENGINE_CHECKPOINT_GLOBALS + _extra_globals):
+    allowed = MMENGINE_CHECKPOINT_GLOBALS + _extra_globals + list(extra_globals)
+    with torch.serialization.safe_globals(allowed):
         try:
             return torch.load(filename, map_location=map_location, weights_only=True)
         except pickle.UnpicklingError as err:

@@ -1,0 +1,16 @@
+"""Earth-observation ViT backbones for dense tasks, with official-checkpoint loaders."""
+from .base import (OUT_INDEX_PRESETS, DenseViTBackbone, check_state_dict,
+                   load_checkpoint_file, resample_position_embedding, resolve_out_indices,
+                   unwrap_state_dict)
+from .clip_vit import CLIPVisionTransformer
+from .rvsa import RVSA
+from .satmae import SatMAE, SatMAEPlusPlus
+from .scale_mae import ScaleMAE
+from .timm_vit import TimmViTBackbone
+
+__all__ = [
+    'DenseViTBackbone', 'TimmViTBackbone', 'RVSA', 'SatMAE', 'SatMAEPlusPlus', 'ScaleMAE',
+    'CLIPVisionTransformer', 'OUT_INDEX_PRESETS', 'resolve_out_indices',
+    'load_checkpoint_file', 'unwrap_state_dict', 'check_state_dict',
+    'resample_position_embedding'
+]

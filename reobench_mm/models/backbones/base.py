@@ -1,0 +1,306 @@
+"""What every dense ViT backbone of the package shares: output-block presets, frozen
+stages, layer ids for layer-wise lr decay, and checked loading of official checkpoints.
+
+A subclass builds its trunk and implements :meth:`DenseViTBackbone.forward_levels`
+(the token maps of ``out_indices`` as ``B×C×h×w``), :meth:`layer_id`,
+:attr:`embedding_module_names` and, beside the model in the same file, its
+converter from the official checkpoint layout (:meth:`convert_official_state_dict`,
+in the style of timm's ``checkpoint_filter_fn``).
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import re
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+
+import torch
+from mmengine.logging import MMLogger
+from mmengine.model import BaseModule
+from torch import nn
+
+from ...engine.checkpoint import load_local_checkpoint
+
+__all__ = [
+    'OUT_INDEX_PRESETS', 'resolve_out_indices', 'DenseViTBackbone', 'load_checkpoint_file',
+    'unwrap_state_dict', 'check_state_dict', 'CONVERTED_MARKER', 'resample_position_embedding'
+]
+
+#: Named choices of the 4 blocks whose outputs feed the feature pyramid.
+OUT_INDEX_PRESETS: Dict[str, Tuple[int, ...]] = {
+    'vit12': (3, 5, 7, 11),  # 12-block models (ViT-B), RVSA protocol
+    'vit24': (5, 11, 17, 23),  # 24-block models (ViT-L), REOBench detection
+    'vit24_reobench_segmentation': (3, 5, 7, 11),  # what REOBench used for ViT-L in seg
+    'vit32': (7, 15, 23, 31),  # 32-block models (ViT-H)
+}
+
+#: ``meta['converted_by']`` of checkpoints written by ``tools/convert_checkpoint.py``.
+CONVERTED_MARKER = 'reobench_mm.convert_checkpoint'
+
+
+def resolve_out_indices(out_indices: Union[None, str, Sequence[int]],
+                        depth: int) -> Tuple[int, ...]:
+    """Block indices to output: None picks the preset for ``depth`` (12, 24 or 32
+    blocks), a string names a preset of :data:`OUT_INDEX_PRESETS`, a sequence is taken
+    as given (increasing, each in ``0..depth-1``)."""
+    if out_indices is None:
+        by_depth = {12: 'vit12', 24: 'vit24', 32: 'vit32'}
+        if depth not in by_depth:
+            out_indices = tuple(depth * (k + 1) // 4 - 1 for k in range(4))
+        else:
+            out_indices = OUT_INDEX_PRESETS[by_depth[depth]]
+    elif isinstance(out_indices, str):
+        if out_indices not in OUT_INDEX_PRESETS:
+            raise ValueError(f'unknown out_indices preset {out_indices!r}; valid: '
+                             f'{sorted(OUT_INDEX_PRESETS)} or a list of block indices')
+        out_indices = OUT_INDEX_PRESETS[out_indices]
+    indices = tuple(int(i) for i in out_indices)
+    if not indices or any(not 0 <= i < depth for i in indices) \
+            or list(indices) != sorted(set(indices)):
+        raise ValueError(f'out_indices must be increasing block indices in 0..{depth - 1}, '
+                         f'got {tuple(out_indices)}')
+    return indices
+
+
+# --------------------------------------------------------------------------- checkpoints
+def load_checkpoint_file(path: str) -> dict:
+    """Load an official or converted checkpoint with ``weights_only=True``.
+
+    Besides tensors and MMEngine's own types, ``argparse.Namespace`` is allowed: MAE-style
+    training scripts (SatMAE, Scale-MAE, RVSA's pretraining) store their ``args`` in it.
+    """
+    loaded = load_local_checkpoint(path, map_location='cpu', extra_globals=[argparse.Namespace])
+    if not isinstance(loaded, dict):
+        raise TypeError(f'{path}: expected a dict (a state dict or a checkpoint holding one), '
+                        f'got {type(loaded).__name__}')
+    return loaded
+
+
+def unwrap_state_dict(checkpoint: dict) -> Tuple[Dict[str, torch.Tensor], dict]:
+    """``(state_dict, meta)`` from the usual wrappers: ``{'state_dict': …}``,
+    ``{'model': …}``, ``{'module': …}`` and ``module.`` key prefixes (DDP)."""
+    meta = checkpoint.get('meta', {}) if isinstance(checkpoint.get('meta'), dict) else {}
+    state = checkpoint
+    for wrapper in ('state_dict', 'model', 'module'):
+        if isinstance(state.get(wrapper), dict):
+            state = state[wrapper]
+            break
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if not tensors:
+        raise ValueError('no tensors found in the checkpoint (looked at the top level and '
+                         f"under 'state_dict', 'model', 'module'); keys: {list(state)[:10]}")
+    if all(k.startswith('module.') for k in tensors):
+        tensors = {k[len('module.'):]: v for k, v in tensors.items()}
+    return tensors, meta
+
+
+def check_state_dict(module: nn.Module, state_dict: Dict[str, torch.Tensor],
+                     allowed_missing: Iterable[str] = (), source: str = 'checkpoint',
+                     max_listed: int = 8) -> List[str]:
+    """Check ``state_dict`` against ``module`` before loading it.
+
+    Every parameter/buffer of ``module`` must be present unless it matches a pattern
+    of ``allowed_missing`` (``fnmatch`` style); every key of ``state_dict`` must exist
+    in ``module`` with the same shape. Returns the allowed missing keys.
+
+    Raises:
+        KeyError: keys are missing or unexpected (a wrong architecture, or a file of
+            another model); the message names the first ones of each kind.
+        ValueError: shapes differ.
+    """
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state_dict]
+    not_allowed = [k for k in missing
+                   if not any(fnmatch.fnmatchcase(k, p) for p in allowed_missing)]
+    unexpected = [k for k in state_dict if k not in expected]
+    problems = []
+    if not_allowed:
+        problems.append(f'{len(not_allowed)} missing keys, first: {not_allowed[:max_listed]}')
+    if unexpected:
+        problems.append(f'{len(unexpected)} unexpected keys, first: {unexpected[:max_listed]}')
+    if problems:
+        raise KeyError(f'{source} does not fit {type(module).__name__}: '
+                       + '; '.join(problems)
+                       + '. Is it the checkpoint of this architecture and size?')
+    shapes = [f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(expected[k].shape)}'
+              for k, v in state_dict.items() if v.shape != expected[k].shape]
+    if shapes:
+        raise ValueError(f'{source} does not fit {type(module).__name__}: '
+                         f'{len(shapes)} shape mismatches, first: {shapes[:max_listed]}')
+    return [k for k in missing if k not in not_allowed]
+
+
+# ------------------------------------------------------------------------------ backbone
+class DenseViTBackbone(BaseModule):
+    """Base of the package's ViT backbones for dense tasks.
+
+    Args:
+        depth: number of transformer blocks (for ``out_indices`` presets).
+        out_indices: blocks whose token maps are returned (see
+            :func:`resolve_out_indices`).
+        final_norm: apply the trunk's final norm to every returned level.
+        frozen_stages: -1 trains everything; 0 freezes the embeddings (patch, position,
+            class token and any pre-norm); ``k > 0`` also the first ``k`` blocks.
+        with_cp: gradient checkpointing of the blocks while training.
+        init_cfg: ``dict(type='Pretrained', checkpoint=PATH)`` loads an official or
+            converted checkpoint through :meth:`load_pretrained` (checked keys,
+            position embeddings interpolated to the model's grid).
+    """
+
+    #: fnmatch patterns of model keys an official checkpoint does not provide.
+    allowed_missing_keys: Tuple[str, ...] = ()
+    #: name of the architecture family, recorded in converted checkpoints.
+    arch_family: str = ''
+    #: keywords of parameter names that get no weight decay (besides 1-D parameters).
+    no_weight_decay_keywords: Tuple[str, ...] = ('pos_embed', 'cls_token')
+
+    def __init__(self, depth: int, out_indices: Union[None, str, Sequence[int]] = None,
+                 final_norm: bool = False, frozen_stages: int = -1, with_cp: bool = False,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        self.depth = depth
+        self.out_indices = resolve_out_indices(out_indices, depth)
+        self.final_norm = final_norm
+        if not -1 <= frozen_stages <= depth:
+            raise ValueError(f'frozen_stages must be in -1..{depth}, got {frozen_stages}')
+        self.frozen_stages = frozen_stages
+        self.with_cp = with_cp
+
+    # ---- to implement
+    def forward_levels(self, x: torch.Tensor) -> List[torch.Tensor]:
+        """The ``B×C×h×w`` token maps (prefix tokens dropped) of ``out_indices``."""
+        raise NotImplementedError
+
+    @property
+    def embedding_module_names(self) -> Tuple[str, ...]:
+        """Attribute paths of the embedding parameters/modules (frozen stage 0, layer
+        decay group 0)."""
+        raise NotImplementedError
+
+    @property
+    def block_prefix(self) -> str:
+        """The state-dict prefix of block ``i`` is ``f'{block_prefix}{i}.'``."""
+        return 'blocks.'
+
+    @property
+    def blocks_list(self) -> nn.ModuleList:
+        module = self
+        for part in self.block_prefix.rstrip('.').split('.'):
+            module = getattr(module, part)
+        return module
+
+    @classmethod
+    def convert_official_state_dict(cls, state_dict: Dict[str, torch.Tensor]
+                                    ) -> Dict[str, torch.Tensor]:
+        """Official checkpoint keys → this model's keys (drop decoders, heads, text
+        towers; rename). The default keeps everything."""
+        return dict(state_dict)
+
+    def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Fit converted weights to this instance (e.g. interpolate position embeddings
+        to its grid). The default changes nothing."""
+        return state_dict
+
+    # ---- shared behaviour
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        return tuple(self.forward_levels(x))
+
+    @property
+    def num_layers(self) -> int:
+        """Layer-decay groups: embeddings (0), one per block, everything after."""
+        return self.depth + 2
+
+    def layer_id(self, param_name: str) -> int:
+        """Layer-decay group of a parameter of this backbone (name relative to it)."""
+        if any(param_name == n or param_name.startswith(n + '.')
+               for n in self.embedding_module_names):
+            return 0
+        match = re.match(re.escape(self.block_prefix) + r'(\d+)\.', param_name)
+        if match:
+            return int(match.group(1)) + 1
+        return self.num_layers - 1
+
+    def no_weight_decay_names(self) -> Set[str]:
+        """Parameters without weight decay: 1-D ones (norms, biases, class token) and
+        those named by :attr:`no_weight_decay_keywords`."""
+        return {
+            name for name, param in self.named_parameters()
+            if param.ndim <= 1 or name.endswith('.bias')
+            or any(k in name for k in self.no_weight_decay_keywords)
+        }
+
+    def _frozen_modules(self) -> List[Union[nn.Module, nn.Parameter]]:
+        if self.frozen_stages < 0:
+            return []
+        found = []
+        for name in self.embedding_module_names:
+            target = self
+            for part in name.split('.'):
+                target = getattr(target, part, None)
+            if target is not None:
+                found.append(target)
+        found.extend(self.blocks_list[:self.frozen_stages])
+        return found
+
+    def _freeze_stages(self) -> None:
+        for target in self._frozen_modules():
+            if isinstance(target, nn.Parameter):
+                target.requires_grad_(False)
+            else:
+                target.eval()
+                for param in target.parameters():
+                    param.requires_grad_(False)
+
+    def train(self, mode: bool = True) -> 'DenseViTBackbone':
+        super().train(mode)
+        self._freeze_stages()
+        return self
+
+    def init_weights(self) -> None:
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            unknown = set(self.init_cfg) - {'type', 'checkpoint'}
+            if unknown:
+                raise ValueError(f'init_cfg Pretrained takes only checkpoint=PATH here, '
+                                 f'got also {sorted(unknown)}')
+            self.load_pretrained(self.init_cfg['checkpoint'])
+            self._is_init = True
+            return
+        super().init_weights()
+
+    def load_pretrained(self, path: str) -> List[str]:
+        """Load an official checkpoint (converted on the fly) or one written by
+        ``tools/convert_checkpoint.py``; returns the allowed missing keys."""
+        state_dict = self.prepare_state_dict(load_checkpoint_file(path))
+        allowed = check_state_dict(self, state_dict, self.allowed_missing_keys, source=path)
+        self.load_state_dict(state_dict, strict=False)  # checked just above
+        logger = MMLogger.get_current_instance()
+        logger.info(f'{type(self).__name__}: loaded {len(state_dict)} tensors from {path}'
+                    + (f'; not in the checkpoint (allowed): {allowed}' if allowed else ''))
+        return allowed
+
+    def prepare_state_dict(self, checkpoint: dict) -> Dict[str, torch.Tensor]:
+        """Unwrap, convert (unless already converted) and adapt a loaded checkpoint."""
+        state_dict, meta = unwrap_state_dict(checkpoint)
+        if meta.get('converted_by') != CONVERTED_MARKER:
+            state_dict = self.convert_official_state_dict(state_dict)
+        return self.adapt_state_dict(state_dict)
+
+
+def resample_position_embedding(pos_embed: torch.Tensor, new_grid: Tuple[int, int],
+                                num_prefix_tokens: int) -> torch.Tensor:
+    """``(1, P + h·w, C)`` position embedding of a square ``h×w`` grid, resampled
+    bicubically to ``new_grid`` with the ``P`` prefix rows (class token) kept apart
+    (timm's ``resample_abs_pos_embed``)."""
+    from timm.layers import resample_abs_pos_embed
+    if pos_embed.ndim == 2:
+        pos_embed = pos_embed[None]
+    tokens = pos_embed.shape[1] - num_prefix_tokens
+    side = int(round(tokens**0.5))
+    if side * side != tokens:
+        raise ValueError(f'position embedding with {tokens} grid rows is not a square grid '
+                         f'(shape {tuple(pos_embed.shape)}, {num_prefix_tokens} prefix rows)')
+    if (side, side) == tuple(new_grid):
+        return pos_embed
+    return resample_abs_pos_embed(pos_embed.float(), new_size=list(new_grid),
+                                  old_size=[side, side],
+                                  num_prefix_tokens=num_prefix_tokens).to(pos_embed.dtype)

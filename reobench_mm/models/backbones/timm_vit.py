@@ -1,0 +1,84 @@
+"""A dense backbone around timm's ``VisionTransformer``: the trunk of SatMAE, SatMAE++,
+Scale-MAE and the CLIP visual towers.
+
+timm does the transformer (blocks, drop path, gradient checkpointing, position-embedding
+resampling when the input size changes, ``forward_intermediates``); this class adds the
+dense-task behaviour of :class:`~.base.DenseViTBackbone`.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from timm.models.vision_transformer import VisionTransformer
+from torch import nn
+
+from .base import DenseViTBackbone, resample_position_embedding
+
+__all__ = ['TimmViTBackbone']
+
+
+class TimmViTBackbone(DenseViTBackbone):
+    """ViT trunk (timm) returning the token maps of ``out_indices``.
+
+    Args:
+        img_size: the input size the position embedding is laid out for (weights are
+            interpolated to it at load time; other sizes are resampled per forward).
+        patch_size, in_channels, embed_dims, depth, num_heads, mlp_ratio, qkv_bias:
+            the ViT's shape.
+        class_token: whether the trunk has a class token (dropped from the outputs).
+        pre_norm: a LayerNorm before the blocks (CLIP's ``ln_pre``).
+        norm_eps: LayerNorm epsilon (1e-6 for MAE-family weights, 1e-5 for CLIP).
+        act_layer: MLP activation: ``'gelu'`` or ``'quick_gelu'``.
+        dynamic_img_pad: pad inputs to a multiple of the patch size (else the patch
+            convolution drops the remainder).
+        drop_path_rate: stochastic depth, linearly increasing over the blocks.
+        out_indices, final_norm, frozen_stages, with_cp, init_cfg: see
+            :class:`~.base.DenseViTBackbone`.
+    """
+    block_prefix = 'vit.blocks.'
+
+    def __init__(self, *, img_size: Union[int, Tuple[int, int]] = 224, patch_size: int = 16,
+                 in_channels: int = 3, embed_dims: int = 768, depth: int = 12,
+                 num_heads: int = 12, mlp_ratio: float = 4.0, qkv_bias: bool = True,
+                 class_token: bool = True, pre_norm: bool = False, norm_eps: float = 1e-6,
+                 act_layer: str = 'gelu', dynamic_img_pad: bool = False,
+                 drop_path_rate: float = 0.0,
+                 out_indices: Union[None, str, Sequence[int]] = None,
+                 final_norm: bool = False, frozen_stages: int = -1, with_cp: bool = False,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(depth, out_indices, final_norm, frozen_stages, with_cp, init_cfg)
+        if act_layer not in ('gelu', 'quick_gelu'):
+            raise ValueError(f"act_layer must be 'gelu' or 'quick_gelu', got {act_layer!r}")
+        self.patch_size, self.embed_dims = patch_size, embed_dims
+        self.vit = VisionTransformer(
+            img_size=img_size, patch_size=patch_size, in_chans=in_channels, num_classes=0,
+            global_pool='', embed_dim=embed_dims, depth=depth, num_heads=num_heads,
+            mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, class_token=class_token,
+            pre_norm=pre_norm, fc_norm=False, dynamic_img_size=True,
+            dynamic_img_pad=dynamic_img_pad, drop_path_rate=drop_path_rate,
+            norm_layer=partial(nn.LayerNorm, eps=norm_eps), act_layer=act_layer)
+        self.vit.set_grad_checkpointing(with_cp)
+
+    @property
+    def embedding_module_names(self) -> Tuple[str, ...]:
+        return ('vit.patch_embed', 'vit.cls_token', 'vit.pos_embed', 'vit.norm_pre')
+
+    @property
+    def grid_size(self) -> Tuple[int, int]:
+        """The token grid the stored position embedding is laid out for."""
+        return tuple(self.vit.patch_embed.grid_size)
+
+    def forward_levels(self, x: torch.Tensor) -> List[torch.Tensor]:
+        return self.vit.forward_intermediates(x, indices=list(self.out_indices),
+                                              norm=self.final_norm, output_fmt='NCHW',
+                                              intermediates_only=True)
+
+    def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Interpolate ``vit.pos_embed`` to this model's grid (class row kept apart)."""
+        if 'vit.pos_embed' in state_dict and self.vit.pos_embed is not None:
+            state_dict = dict(state_dict)
+            state_dict['vit.pos_embed'] = resample_position_embedding(
+                state_dict['vit.pos_embed'], self.grid_size, self.vit.num_prefix_tokens)
+        return state_dict
