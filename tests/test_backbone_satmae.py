@@ -320,8 +320,9 @@ def test_scale_mae_matches_timm_with_gsd_pos_embed(tmp_path, finetuned):
         model.input_res = ratio
         # the same blocks, with the test's own GSD embedding as a timm pos_embed
         ref = timm_reference(**TINY, img_size=size, pos_ratio=ratio)
-        ref.load_state_dict({k: v for k, v in ref224.state_dict().items() if k != 'pos_embed'},
-                            strict=False)
+        result = ref.load_state_dict(
+            {k: v for k, v in ref224.state_dict().items() if k != 'pos_embed'}, strict=False)
+        assert result.missing_keys == ['pos_embed'] and not result.unexpected_keys
         x = torch.randn(2, 3, size, size)
         with torch.no_grad():
             theirs = ref.forward_intermediates(x, indices=[0, 1, 2, 3], norm=True,
