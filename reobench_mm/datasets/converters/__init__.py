@@ -1,0 +1,51 @@
+"""Converters from the official releases of the benchmark datasets to the on-disk
+layouts that MMSegmentation and MMRotate read.
+
+- :mod:`.potsdam`: ISPRS Potsdam tiles -> 512x512 patches (``img_dir``/``ann_dir``).
+- :mod:`.dior_r`: DIOR images + DIOR-R oriented XML -> DOTA-style text annotations.
+
+Every output file is written atomically (to a temporary name in the same folder,
+then renamed), so an interrupted conversion leaves no truncated file behind and can
+simply be run again.
+"""
+import os
+import os.path as osp
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and an atomic rename."""
+    tmp = f'{path}.{os.getpid()}.tmp'
+    try:
+        with open(tmp, 'wb') as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if osp.exists(tmp):
+            os.remove(tmp)
+
+
+def remove_stale_temporaries(folder: str) -> int:
+    """Delete ``*.tmp`` files left in ``folder`` by an interrupted run; return how many."""
+    if not osp.isdir(folder):
+        return 0
+    removed = 0
+    for name in os.listdir(folder):
+        if name.endswith('.tmp'):
+            os.remove(osp.join(folder, name))
+            removed += 1
+    return removed
+
+
+from .dior_r import (DIOR_R_CLASSES, DIORObject, DIORXMLAnnotation,  # noqa: E402
+                     convert_dior_r, dota_line, normalise_dior_class, parse_dior_xml)
+from .potsdam import (POTSDAM_CLASSES, POTSDAM_CLASSES_5, POTSDAM_COLOURS,  # noqa: E402
+                      POTSDAM_IGNORE_ID, POTSDAM_SPLITS, colour_to_label, convert_potsdam,
+                      find_potsdam_tiles, patch_boxes, patch_starts)
+
+__all__ = [
+    'atomic_write_bytes', 'remove_stale_temporaries', 'POTSDAM_CLASSES', 'POTSDAM_CLASSES_5',
+    'POTSDAM_COLOURS', 'POTSDAM_IGNORE_ID', 'POTSDAM_SPLITS', 'colour_to_label',
+    'convert_potsdam', 'find_potsdam_tiles', 'patch_boxes', 'patch_starts', 'DIOR_R_CLASSES',
+    'DIORObject', 'DIORXMLAnnotation', 'convert_dior_r', 'dota_line', 'normalise_dior_class',
+    'parse_dior_xml'
+]

@@ -1,0 +1,120 @@
+"""Every shipped task config builds its model (narrowed to tiny widths) and runs one
+training step and one prediction on CPU; the optimiser and schedule build from it."""
+import copy
+import glob
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.optim import build_optim_wrapper
+from mmengine.registry import MODELS, init_default_scope
+
+import reobench_mm  # noqa: F401
+from reobench_mm.models.backbones.convert import dense_backbone_types
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+SEG_CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs/upernet/*.py')))
+DET_CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs/oriented_rcnn/*.py')))
+TINY_CHANNELS = 32
+
+
+def _narrow_backbone(cfg, img_size):
+    """Same backbone type and patch size, tiny widths and depth, no pretrained file."""
+    backbone = cfg.model.backbone
+    patch = cfg.patch_size
+    backbone.arch = dict(embed_dims=TINY_CHANNELS, depth=4, num_heads=2, patch_size=patch)
+    backbone.img_size = img_size
+    backbone.out_indices = (0, 1, 2, 3)
+    backbone.pop('init_cfg')
+    return patch
+
+
+def _config_names(paths):
+    return [osp.basename(p) for p in paths]
+
+
+def test_one_config_per_backbone_and_task():
+    assert len(SEG_CONFIGS) == len(DET_CONFIGS) == 8
+    kinds = {Config.fromfile(p).model.backbone.type for p in SEG_CONFIGS + DET_CONFIGS}
+    assert kinds == set(dense_backbone_types()) - {'TimmViTBackbone'}
+
+
+@pytest.mark.parametrize('path', SEG_CONFIGS, ids=_config_names(SEG_CONFIGS))
+def test_segmentation_config_builds_and_trains_one_step(path):
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+    cfg = Config.fromfile(path)
+    assert cfg.model.backbone.init_cfg.checkpoint.startswith('checkpoints/')
+    assert cfg.optim_wrapper.optimizer.lr == 6e-5 and cfg.train_dataloader.batch_size == 8
+    assert cfg.train_cfg.max_epochs == 12
+    names = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
+    assert names.index('ApplyCorruption') < names.index('Resize')
+    init_default_scope(cfg.default_scope)
+    _narrow_backbone(cfg, 64)
+    model_cfg = copy.deepcopy(cfg.model)
+    model_cfg.data_preprocessor.size = (64, 64)
+    model_cfg.neck.in_channels = TINY_CHANNELS
+    model_cfg.decode_head.update(in_channels=[TINY_CHANNELS] * 4, channels=16,
+                                 pool_scales=(1, 2), norm_cfg=dict(type='BN'))
+    model_cfg.auxiliary_head.update(in_channels=TINY_CHANNELS, channels=16,
+                                    norm_cfg=dict(type='BN'))
+    torch.manual_seed(0)
+    model = MODELS.build(model_cfg)
+    optim = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
+    assert {g['layer_id'] for g in optim.optimizer.param_groups} == set(range(6))
+    samples = []
+    for _ in range(2):
+        sample = SegDataSample(metainfo=dict(img_shape=(64, 64), ori_shape=(64, 64),
+                                             pad_shape=(64, 64)))
+        sample.gt_sem_seg = PixelData(data=torch.randint(0, 6, (1, 64, 64)))
+        samples.append(sample)
+    data = dict(inputs=[torch.randint(0, 255, (3, 64, 64), dtype=torch.uint8)] * 2,
+                data_samples=samples)
+    model.train()
+    losses = model.train_step(data, optim)
+    assert all(torch.isfinite(v).all() for v in losses.values())
+    model.eval()
+    with torch.no_grad():
+        predictions = model.test_step(data)
+    assert predictions[0].pred_sem_seg.data.shape == (1, 64, 64)
+
+
+@pytest.mark.parametrize('path', DET_CONFIGS, ids=_config_names(DET_CONFIGS))
+def test_detection_config_builds_and_trains_one_step(path):
+    from mmdet.structures import DetDataSample
+    from mmengine.structures import InstanceData
+    from mmrotate.structures.bbox import RotatedBoxes
+    cfg = Config.fromfile(path)
+    assert cfg.model.backbone.init_cfg.checkpoint.startswith('checkpoints/')
+    assert cfg.optim_wrapper.optimizer.lr == 1e-5 and cfg.train_dataloader.batch_size == 1
+    assert cfg.param_scheduler[-1].milestones == [8, 11]
+    assert cfg.model.roi_head.bbox_head.num_classes == 20
+    assert cfg.test_evaluator.iou_thrs == [0.5]
+    names = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
+    assert names.index('ConvertBoxType') < names.index('ApplyCorruption') \
+        < names.index('mmdet.Resize')
+    init_default_scope(cfg.default_scope)
+    _narrow_backbone(cfg, 128)
+    model_cfg = copy.deepcopy(cfg.model)
+    model_cfg.neck[0].in_channels = TINY_CHANNELS
+    model_cfg.neck[1].in_channels = [TINY_CHANNELS] * 4
+    model_cfg.roi_head.bbox_head.fc_out_channels = 64
+    torch.manual_seed(0)
+    model = MODELS.build(model_cfg)
+    optim = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
+    sample = DetDataSample(metainfo=dict(img_shape=(128, 128), ori_shape=(128, 128),
+                                         pad_shape=(128, 128), scale_factor=(1.0, 1.0)))
+    sample.gt_instances = InstanceData(
+        bboxes=RotatedBoxes(torch.tensor([[40.0, 50.0, 30.0, 12.0, 0.3]])),
+        labels=torch.tensor([7]))
+    data = dict(inputs=[torch.randint(0, 255, (3, 128, 128), dtype=torch.uint8)],
+                data_samples=[sample])
+    model.train()
+    losses = model.train_step(data, optim)
+    assert all(torch.isfinite(v).all() for v in losses.values())
+    model.eval()
+    with torch.no_grad():
+        result = model.test_step(data)[0]
+    boxes = result.pred_instances.bboxes
+    assert getattr(boxes, 'tensor', boxes).shape[-1] == 5
