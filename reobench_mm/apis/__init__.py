@@ -1,0 +1,15 @@
+"""Library side of the command-line tools (config preparation, corruption insertion)."""
+from .config_utils import (CORRUPTION_DEFAULTS, ROTATED_DETECTION, SEGMENTATION,
+                           PreparedTest, check_corruption_args, corruption_position,
+                           corruption_settings, corruption_tag, default_work_dir,
+                           dump_json_atomic, ensure_custom_imports, get_test_pipelines,
+                           infer_task, insert_corruption, prepare_test_config,
+                           prepare_train_config, sync_corruption_cfg, tagged_path)
+
+__all__ = [
+    'CORRUPTION_DEFAULTS', 'SEGMENTATION', 'ROTATED_DETECTION', 'PreparedTest',
+    'check_corruption_args', 'corruption_position', 'corruption_settings', 'corruption_tag',
+    'default_work_dir', 'dump_json_atomic', 'ensure_custom_imports', 'get_test_pipelines',
+    'infer_task', 'insert_corruption', 'prepare_test_config', 'prepare_train_config',
+    'sync_corruption_cfg', 'tagged_path'
+]
