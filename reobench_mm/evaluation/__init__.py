@@ -1,1 +1,20 @@
 """Metrics and robustness aggregation."""
+from .report import (ComparisonTable, Report, build_comparison, comparison_csv_text,
+                     comparison_markdown, load_condition_results, load_results_json,
+                     make_provenance, package_versions, render_report_md,
+                     summary_from_results_json, write_comparison, write_report,
+                     write_results_csv, write_results_json)
+from .robustness import (CLEAN_CONDITION, REOBENCH_TABLE_ORDER, TASK_METRICS, ConditionResult,
+                         RobustnessSummary, aggregate, condition_result_from_metrics,
+                         merge_results, results_from_jsonable, results_to_jsonable,
+                         robustness_scores)
+
+__all__ = [
+    'CLEAN_CONDITION', 'REOBENCH_TABLE_ORDER', 'TASK_METRICS', 'ConditionResult',
+    'RobustnessSummary', 'aggregate', 'condition_result_from_metrics', 'merge_results',
+    'results_to_jsonable', 'results_from_jsonable', 'robustness_scores', 'Report',
+    'write_report', 'write_results_json', 'write_results_csv', 'render_report_md',
+    'make_provenance', 'package_versions', 'load_results_json', 'load_condition_results',
+    'summary_from_results_json', 'ComparisonTable', 'build_comparison', 'comparison_markdown',
+    'comparison_csv_text', 'write_comparison'
+]

@@ -1,0 +1,652 @@
+"""Reports of a robustness sweep: ``results.json``, ``results.csv``, ``report.md``,
+plots, and the several-model table of ``tools/robustness_table.py``.
+
+One call writes everything for one model::
+
+    from reobench_mm.evaluation import make_provenance, write_report
+    prov = make_provenance(model='SatMAE', backbone='ViT-L', task='segmentation',
+                           config='configs/...py', checkpoint='satmae.pth', seed=0)
+    report = write_report('work_dirs/robustness/satmae', results, task='segmentation',
+                          provenance=prov)
+    report.summary.delta_tp, report.files['results.json']
+
+``results.json`` holds ``{"format", "numbers", "provenance"}``: ``numbers`` is
+:meth:`RobustnessSummary.to_dict` and depends on the results only (same inputs ->
+byte-identical file); ``provenance`` holds what it is given (model, config hash,
+checkpoint SHA-256, seed, protocol, package versions) and a time only when asked
+(``make_provenance(record_time=True)``). Every file is written atomically (a
+temporary file in the same folder, then ``os.replace``).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import os.path as osp
+import platform
+import tempfile
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .robustness import (CLEAN, REOBENCH_TABLE_ORDER, Condition, ConditionResult,
+                         RobustnessSummary, _jsonable, aggregate, corruption_order,
+                         engine_to_paper_name, normalize_results, results_from_jsonable,
+                         robustness_scores)
+
+__all__ = [
+    'RESULTS_FORMAT', 'RESULT_FILES', 'PLOT_FILES', 'VERSION_PACKAGES', 'column_title',
+    'atomic_write_text', 'atomic_write_bytes', 'atomic_savefig', 'file_sha256',
+    'package_versions', 'make_provenance', 'results_document', 'write_results_json',
+    'results_csv_text', 'write_results_csv', 'render_report_md', 'plot_severity_curves',
+    'plot_drop_by_corruption', 'Report', 'write_report', 'load_results_json',
+    'load_condition_results', 'summary_from_results_json', 'ComparisonTable',
+    'build_comparison', 'comparison_markdown', 'comparison_csv_text', 'write_comparison'
+]
+
+RESULTS_FORMAT = 'reobench_mm.robustness_results/1'
+RESULT_FILES = ('results.json', 'results.csv', 'report.md')
+PLOT_FILES = ('severity_curves.png', 'drop_by_corruption.png')
+
+#: Version keys of :func:`package_versions` -> distribution names tried in order.
+VERSION_PACKAGES = {
+    'torch': ('torch', ),
+    'mmengine': ('mmengine', ),
+    'mmcv': ('mmcv', 'mmcv-lite'),
+    'mmseg': ('mmsegmentation', ),
+    'mmdet': ('mmdet', ),
+    'mmrotate': ('mmrotate', ),
+    'numpy': ('numpy', ),
+    'opencv': ('opencv-python', 'opencv-python-headless', 'opencv-contrib-python',
+               'opencv-contrib-python-headless'),
+}
+
+_CATEGORY_COLOURS = {'environmental': '#4c9be8', 'sensor': '#e8894c', 'geometric': '#5cb85c'}
+
+
+def column_title(name: str) -> str:
+    """Display title of a corruption column (``'salt_pepper_noise'`` -> ``'Salt Pepper
+    Noise'``)."""
+    return name.replace('_', ' ').title()
+
+
+def _fmt(value: Optional[float], digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return '–'
+    return f'{value:.{digits}f}'
+
+
+# ----------------------------------------------------------------------------------
+# Atomic writes
+# ----------------------------------------------------------------------------------
+@contextmanager
+def _atomic_file(path: str, mode: str, **kwargs) -> Iterator[Any]:
+    """Open a temporary file beside ``path``; on success it replaces ``path``, on
+    error it is removed."""
+    folder = osp.dirname(osp.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{osp.basename(path)}.', suffix='.tmp', dir=folder)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_write_text(path: str, text: str) -> str:
+    """Write ``text`` (UTF-8, ``\\n`` line ends) to ``path`` atomically."""
+    with _atomic_file(path, 'w', encoding='utf-8', newline='\n') as handle:
+        handle.write(text)
+    return path
+
+
+def atomic_write_bytes(path: str, data: bytes) -> str:
+    """Write ``data`` to ``path`` atomically."""
+    with _atomic_file(path, 'wb') as handle:
+        handle.write(data)
+    return path
+
+
+def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
+    """Save a matplotlib figure as PNG atomically (no software/time metadata)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format='png', dpi=dpi, bbox_inches='tight',
+                metadata={'Software': None})
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+# ----------------------------------------------------------------------------------
+# Provenance
+# ----------------------------------------------------------------------------------
+def file_sha256(path: str, chunk_size: int = 1 << 20) -> str:
+    """SHA-256 (hex) of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as handle:
+        for chunk in iter(lambda: handle.read(chunk_size), b''):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def package_versions() -> Dict[str, Optional[str]]:
+    """Versions of Python, torch, mmengine, mmcv, mmseg, mmdet, mmrotate,
+    reobench_mm, numpy and OpenCV (None for those not installed), read from package
+    metadata without importing the packages."""
+    from importlib import metadata
+
+    from ..version import __version__
+    versions: Dict[str, Optional[str]] = {'python': platform.python_version()}
+    for key, dists in VERSION_PACKAGES.items():
+        versions[key] = None
+        for dist in dists:
+            try:
+                versions[key] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    versions['reobench_mm'] = __version__
+    return {k: versions[k] for k in sorted(versions)}
+
+
+def make_provenance(*, model: Optional[str] = None, backbone: Optional[str] = None,
+                    task: Optional[str] = None, config: Optional[str] = None,
+                    config_text: Optional[str] = None, checkpoint: Optional[str] = None,
+                    checkpoint_sha256: Optional[str] = None, hash_checkpoint: bool = True,
+                    seed: Optional[int] = None, protocol: str = 'reobench',
+                    versions: Optional[Mapping[str, Optional[str]]] = None,
+                    extra: Optional[Mapping[str, Any]] = None,
+                    record_time: bool = False) -> Dict[str, Any]:
+    """The provenance block of ``results.json``.
+
+    Args:
+        model, backbone: names for the tables (e.g. ``'SatMAE'``, ``'ViT-L'``).
+        task: ``'segmentation'`` / ``'detection'``.
+        config: path of the config file.
+        config_text: the config as evaluated (e.g. ``cfg.pretty_text``, with
+            overrides); its SHA-256 is recorded. Without it the config file's bytes
+            are hashed when ``config`` exists.
+        checkpoint: path of the checkpoint.
+        checkpoint_sha256: its SHA-256; computed from ``checkpoint`` when omitted,
+            the file exists and ``hash_checkpoint`` is True.
+        seed: corruption seed of the sweep.
+        protocol: corruption protocol.
+        versions: package versions (default :func:`package_versions`).
+        extra: any other JSON-able fields (e.g. the command line).
+        record_time: add ``created_at`` (UTC, ISO 8601). Off by default so that the
+            whole ``results.json`` is byte-identical for the same inputs.
+    """
+    config_sha256 = None
+    if config_text is not None:
+        config_sha256 = hashlib.sha256(config_text.encode('utf-8')).hexdigest()
+    elif config is not None and osp.isfile(config):
+        config_sha256 = file_sha256(config)
+    if checkpoint_sha256 is None and hash_checkpoint and checkpoint is not None \
+            and osp.isfile(checkpoint):
+        checkpoint_sha256 = file_sha256(checkpoint)
+    prov: Dict[str, Any] = {
+        'model': model,
+        'backbone': backbone,
+        'task': task,
+        'config': config,
+        'config_sha256': config_sha256,
+        'checkpoint': checkpoint,
+        'checkpoint_sha256': checkpoint_sha256,
+        'seed': seed,
+        'protocol': protocol,
+        'versions': dict(package_versions() if versions is None else versions),
+    }
+    if extra:
+        prov['extra'] = dict(extra)
+    if record_time:
+        import datetime
+        prov['created_at'] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec='seconds')
+    return prov
+
+
+# ----------------------------------------------------------------------------------
+# results.json / results.csv
+# ----------------------------------------------------------------------------------
+def results_document(summary: RobustnessSummary,
+                     provenance: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """``{'format', 'numbers', 'provenance'}`` as written to ``results.json``."""
+    return {'format': RESULTS_FORMAT, 'numbers': summary.to_dict(),
+            'provenance': _jsonable(dict(provenance or {}))}
+
+
+def write_results_json(path: str, summary: RobustnessSummary,
+                       provenance: Optional[Mapping[str, Any]] = None) -> str:
+    """Write ``results.json`` (strict JSON, 2-space indent, trailing newline)."""
+    text = json.dumps(results_document(summary, provenance), indent=2, allow_nan=False,
+                      ensure_ascii=False)
+    return atomic_write_text(path, text + '\n')
+
+
+def results_csv_text(summary: RobustnessSummary) -> str:
+    """``results.csv``: one row per condition (clean first, then table order):
+    condition, corruption, severity, category, the metric, the extra metrics, then
+    per-class values (``<IoU|AP>.<class>``)."""
+    extra_keys = sorted({k for r in summary.conditions.values() for k in r.extra})
+    classes: List[str] = []
+    for result in summary.conditions.values():
+        for name in result.per_class or {}:
+            if name not in classes:
+                classes.append(name)
+    per_class_prefix = 'AP' if summary.task == 'detection' else 'IoU'
+    header = (['condition', 'corruption', 'severity', 'category', summary.metric] +
+              extra_keys + [f'{per_class_prefix}.{c}' for c in classes])
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator='\n')
+    writer.writerow(header)
+
+    def cell(value: Optional[float]) -> str:
+        return '' if value is None or not math.isfinite(value) else repr(float(value))
+
+    for (name, severity), result in summary.conditions.items():
+        per_class = result.per_class or {}
+        writer.writerow([CLEAN if name == CLEAN else f'{name}@{severity}', name, severity,
+                         '' if name == CLEAN else summary.category(name), cell(result.value)] +
+                        [cell(result.extra.get(k)) for k in extra_keys] +
+                        [cell(per_class.get(c)) for c in classes])
+    return buffer.getvalue()
+
+
+def write_results_csv(path: str, summary: RobustnessSummary) -> str:
+    return atomic_write_text(path, results_csv_text(summary))
+
+
+# ----------------------------------------------------------------------------------
+# report.md
+# ----------------------------------------------------------------------------------
+def _table_columns(summary: RobustnessSummary) -> List[str]:
+    """The corruption columns of the paper-layout table: REOBench's 12 in Table 2
+    order for that protocol (absent ones shown as '–'), else the included ones."""
+    if summary.protocol == 'reobench':
+        return list(REOBENCH_TABLE_ORDER)
+    return list(summary.corruptions)
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]],
+              align_left: int = 1) -> List[str]:
+    lines = ['| ' + ' | '.join(header) + ' |',
+             '|' + '|'.join(':---' if i < align_left else '---:' for i in range(len(header)))
+             + '|']
+    lines += ['| ' + ' | '.join(row) + ' |' for row in rows]
+    return lines
+
+
+def render_report_md(summary: RobustnessSummary,
+                     provenance: Optional[Mapping[str, Any]] = None,
+                     plots: Sequence[str] = PLOT_FILES) -> str:
+    """The Markdown report: the paper-layout table (Clean, corruption columns, Avg,
+    ΔTP), mPC/rPC per category, the per-severity table, coverage, per-class scores
+    (when present), plots and provenance."""
+    prov = dict(provenance or {})
+    model = prov.get('model') or 'model'
+    backbone = prov.get('backbone') or '–'
+    metric = summary.metric
+    lines = [f'# Robustness report: {model}' + (f' ({backbone})' if backbone != '–' else ''),
+             '',
+             f'Task: {summary.task or "–"}; metric: {metric} (0–100); corruption protocol: '
+             f'{summary.protocol}.', '']
+
+    columns = _table_columns(summary)
+    lines += [f'## {metric} under corruption (REOBench Table 2 layout)', '']
+    header = ['Model', 'Backbone', 'Clean'] + [column_title(c) for c in columns] + \
+        ['Avg', 'ΔTP']
+    row = [model, backbone, _fmt(summary.clean)] + \
+        [_fmt(summary.per_corruption.get(c)) for c in columns] + \
+        [_fmt(summary.avg), _fmt(summary.delta_tp)]
+    lines += _md_table(header, [row], align_left=2)
+    lines += ['', f'Each corruption column is the mean over its severities; Avg is the mean '
+              f'over the {len(summary.corruptions)} included corruptions; ΔTP = Clean − Avg.',
+              '']
+
+    lines += ['## mPC, rPC and categories', '']
+    rows = [['all', str(len(summary.corruptions)), _fmt(summary.avg), _fmt(summary.delta_tp),
+             _fmt(summary.mpc), _fmt(100 * summary.rpc)]]
+    for category, scores in summary.per_category.items():
+        rows.append([category, str(len(scores.corruptions)), _fmt(scores.avg),
+                     _fmt(scores.delta_tp), _fmt(scores.mpc), _fmt(100 * scores.rpc)])
+    lines += _md_table(['Corruptions', 'Count', 'Avg', 'ΔTP', 'mPC', 'rPC (%)'], rows)
+    lines += ['', 'mPC is the mean over every included (corruption, severity); '
+              'rPC = mPC / Clean.', '']
+
+    lines += ['## Per severity', '']
+    severities = list(summary.severities)
+    rows = []
+    for name in summary.corruptions:
+        values = summary.per_severity[name]
+        rows.append([name, summary.category(name)] + [_fmt(values.get(s)) for s in severities]
+                    + [_fmt(summary.per_corruption[name]),
+                       _fmt(summary.clean - summary.per_corruption[name])])
+    lines += _md_table(['Corruption', 'Category'] + [str(s) for s in severities] +
+                       ['Mean', 'Drop'], rows, align_left=2)
+    lines += ['']
+
+    lines += ['## Coverage', '',
+              f'- Included corruptions ({len(summary.corruptions)}): '
+              f'{", ".join(summary.corruptions)}',
+              f'- Severities: {", ".join(str(s) for s in severities)}']
+    if summary.missing_severities:
+        missing = '; '.join(f'{n}: {", ".join(str(s) for s in v)}'
+                            for n, v in summary.missing_severities.items())
+        lines.append(f'- **Missing severities** (those corruptions are averaged over the '
+                     f'severities they have): {missing}')
+    else:
+        lines.append('- Missing severities: none')
+    if summary.not_evaluated:
+        lines.append(f'- Not evaluated: {", ".join(summary.not_evaluated)}')
+    lines.append('')
+
+    if summary.per_class:
+        pc = summary.per_class
+        name = 'AP' if summary.task == 'detection' else 'IoU'
+        lines += [f'## Per-class {name}', '']
+        rows = [[c, _fmt(pc['clean'][c]), _fmt(pc['avg'][c]), _fmt(pc['delta_tp'][c])]
+                for c in pc['classes']]
+        lines += _md_table(['Class', 'Clean', 'Avg', 'ΔTP'], rows)
+        lines += ['']
+
+    if summary.extra:
+        lines += ['## Other metrics', '']
+        rows = [[k, _fmt(v['clean'], 4), _fmt(v['avg'], 4)] for k, v in summary.extra.items()]
+        lines += _md_table(['Metric', 'Clean', 'Avg over corruptions'], rows)
+        lines += ['']
+
+    if plots:
+        lines += ['## Plots', '']
+        lines += [f'![{osp.splitext(p)[0]}]({p})' for p in plots]
+        lines += ['']
+
+    if prov:
+        lines += ['## Provenance', '']
+        rows = []
+        for key, value in prov.items():
+            if key == 'versions' and isinstance(value, Mapping):
+                value = ', '.join(f'{k} {v}' for k, v in value.items() if v is not None)
+            rows.append([key, '–' if value is None else f'`{value}`'])
+        lines += _md_table(['Field', 'Value'], rows, align_left=2)
+        lines += ['']
+    return '\n'.join(lines)
+
+
+# ----------------------------------------------------------------------------------
+# Plots
+# ----------------------------------------------------------------------------------
+def _pyplot():
+    import matplotlib
+    matplotlib.use('Agg', force=True)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:
+    """``severity_curves.png``: the metric against severity, one line per
+    corruption, the clean metric as a dashed line."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    try:
+        cmap = plt.get_cmap('tab20')
+        markers = 'osD^v<>ph*Xd'
+        for i, name in enumerate(summary.corruptions):
+            points = summary.per_severity[name]
+            ax.plot(list(points), list(points.values()), marker=markers[i % len(markers)],
+                    color=cmap(i % 20), label=name, linewidth=1.5, markersize=5)
+        ax.axhline(summary.clean, color='black', linestyle='--', linewidth=1.2,
+                   label=f'clean ({summary.clean:.2f})')
+        ax.set_xticks(list(summary.severities))
+        ax.set_xlabel('severity')
+        ax.set_ylabel(summary.metric)
+        ax.set_title(f'{summary.metric} against corruption severity')
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
+    """``drop_by_corruption.png``: bars of clean − per-corruption mean, largest drop
+    on top, coloured by category, ΔTP as a dashed line."""
+    plt = _pyplot()
+    drops = sorted(((summary.clean - summary.per_corruption[n], n)
+                    for n in summary.corruptions), key=lambda t: (-t[0], t[1]))
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(drops) + 1.5))
+    try:
+        names = [n for _, n in drops]
+        values = [d for d, _ in drops]
+        colours = [_CATEGORY_COLOURS.get(summary.category(n), 'grey') for n in names]
+        ax.barh(range(len(names)), values, color=colours)
+        ax.set_yticks(range(len(names)))
+        ax.set_yticklabels(names)
+        ax.invert_yaxis()
+        ax.axvline(summary.delta_tp, color='black', linestyle='--', linewidth=1.0)
+        ax.axvline(0.0, color='black', linewidth=0.6)
+        ax.set_xlabel(f'clean − corrupted {summary.metric} (mean over severities)')
+        ax.set_title(f'Drop by corruption (ΔTP = {summary.delta_tp:.2f}, dashed)')
+        from matplotlib.patches import Patch
+        present = [c for c in _CATEGORY_COLOURS
+                   if any(summary.category(n) == c for n in names)]
+        ax.legend(handles=[Patch(color=_CATEGORY_COLOURS[c], label=c) for c in present],
+                  loc='lower right', fontsize=8)
+        ax.grid(True, axis='x', alpha=0.3)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------
+# One model
+# ----------------------------------------------------------------------------------
+@dataclass
+class Report:
+    """What :func:`write_report` produced: the summary and ``{file name: path}``."""
+    summary: RobustnessSummary
+    files: Dict[str, str] = field(default_factory=dict)
+
+
+def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSummary], *,
+                 protocol: str = 'reobench', task: Optional[str] = None,
+                 metric: Optional[str] = None,
+                 expected_severities: Optional[Sequence[int]] = None,
+                 provenance: Optional[Mapping[str, Any]] = None,
+                 plots: bool = True) -> Report:
+    """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
+    ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
+    ``drop_by_corruption.png`` into ``out_dir``. A ready
+    :class:`RobustnessSummary` is accepted too."""
+    if isinstance(results, RobustnessSummary):
+        summary = results
+    else:
+        summary = aggregate(results, protocol=protocol, task=task, metric=metric,
+                            expected_severities=expected_severities)
+    os.makedirs(out_dir, exist_ok=True)
+    report = Report(summary)
+    path = lambda name: osp.join(out_dir, name)  # noqa: E731
+    report.files['results.json'] = write_results_json(path('results.json'), summary,
+                                                      provenance)
+    report.files['results.csv'] = write_results_csv(path('results.csv'), summary)
+    if plots:
+        report.files['severity_curves.png'] = plot_severity_curves(
+            summary, path('severity_curves.png'))
+        report.files['drop_by_corruption.png'] = plot_drop_by_corruption(
+            summary, path('drop_by_corruption.png'))
+    report.files['report.md'] = atomic_write_text(
+        path('report.md'), render_report_md(summary, provenance, PLOT_FILES if plots else ()))
+    return report
+
+
+def load_results_json(path: str) -> Dict[str, Any]:
+    """Read a ``results.json`` written by :func:`write_results_json` (checked)."""
+    with open(path, encoding='utf-8') as handle:
+        doc = json.load(handle)
+    if not isinstance(doc, dict) or doc.get('format') != RESULTS_FORMAT:
+        raise ValueError(f'{path} is not a robustness results file (expected "format": '
+                         f'{RESULTS_FORMAT!r})')
+    for key in ('clean', 'per_corruption', 'protocol', 'conditions'):
+        if key not in doc.get('numbers', {}):
+            raise ValueError(f'{path}: "numbers" lacks {key!r}')
+    return doc
+
+
+def load_condition_results(path: str, protocol: Optional[str] = None
+                           ) -> Dict[Condition, ConditionResult]:
+    """The ``condition -> result`` map of a ``results.json`` or of a shard file
+    (``{'clean': {...}, 'cloud@3': {...}}``, see :func:`results_to_jsonable`)."""
+    with open(path, encoding='utf-8') as handle:
+        data = json.load(handle)
+    if isinstance(data, dict) and data.get('format') == RESULTS_FORMAT:
+        numbers = data['numbers']
+        protocol = protocol or numbers['protocol']
+        return normalize_results({row['condition']: {k: row[k] for k in
+                                                     ('value', 'per_class', 'extra')}
+                                  for row in numbers['conditions']}, protocol)
+    if not isinstance(data, dict):
+        raise ValueError(f'{path}: expected a JSON object of condition results')
+    return results_from_jsonable(data, protocol or 'reobench')
+
+
+def summary_from_results_json(path: str) -> RobustnessSummary:
+    """Re-aggregate the conditions stored in a ``results.json``."""
+    numbers = load_results_json(path)['numbers']
+    return aggregate(load_condition_results(path), protocol=numbers['protocol'],
+                     task=numbers.get('task'), metric=numbers.get('metric'),
+                     expected_severities=numbers['included']['severities'])
+
+
+# ----------------------------------------------------------------------------------
+# Several models
+# ----------------------------------------------------------------------------------
+@dataclass
+class ComparisonTable:
+    """Rows of several models over the corruption columns common to all.
+
+    ``rows`` hold ``model``, ``backbone``, ``clean``, one value per column, ``avg``
+    and ``delta_tp`` (``avg``/``delta_tp`` recomputed over ``columns``).
+    """
+    metric: str
+    protocol: str
+    columns: List[str]
+    rows: List[Dict[str, Any]]
+    warnings: List[str] = field(default_factory=list)
+
+
+def build_comparison(paths: Sequence[str], names: Optional[Sequence[Optional[str]]] = None
+                     ) -> ComparisonTable:
+    """Read several ``results.json`` files into a :class:`ComparisonTable`.
+
+    The model name is the provenance's ``model`` (else the file's parent folder
+    name), the backbone the provenance's ``backbone``. Columns are the corruptions
+    present in every file; the others are reported in ``warnings`` (also issued as
+    Python warnings), as are files with missing severities and files averaging over
+    different severity sets.
+    """
+    if not paths:
+        raise ValueError('no results files given')
+    if names is not None and len(names) != len(paths):
+        raise ValueError(f'{len(names)} names for {len(paths)} files')
+    docs = [load_results_json(p) for p in paths]
+    protocols = {d['numbers']['protocol'] for d in docs}
+    if len(protocols) > 1:
+        raise ValueError(f'the files use different protocols: {sorted(protocols)}')
+    protocol = protocols.pop()
+    metrics = {d['numbers'].get('metric') for d in docs}
+    if len(metrics) > 1:
+        raise ValueError(f'the files report different metrics: {sorted(map(str, metrics))}')
+    metric = metrics.pop() or 'metric'
+    msgs: List[str] = []
+    common = set.intersection(*(set(d['numbers']['per_corruption']) for d in docs))
+    if not common:
+        raise ValueError('the files have no corruption in common')
+    columns = corruption_order(common, protocol)
+    severity_sets = {tuple(d['numbers']['included']['severities']) for d in docs}
+    if len(severity_sets) > 1:
+        msgs.append('the files average over different severities (' + '; '.join(
+            f'{p}: {", ".join(map(str, d["numbers"]["included"]["severities"]))}'
+            for p, d in zip(paths, docs)) + '): their columns are not directly comparable')
+    rows = []
+    for i, (path, doc) in enumerate(zip(paths, docs)):
+        numbers, prov = doc['numbers'], doc.get('provenance') or {}
+        name = (names[i] if names is not None and names[i] else None) or prov.get('model') \
+            or osp.basename(osp.dirname(osp.abspath(path)))
+        dropped = [c for c in numbers['per_corruption'] if c not in common]
+        if dropped:
+            msgs.append(f'{path}: corruptions left out (not in every file): '
+                        f'{", ".join(dropped)}; its Avg/ΔTP are recomputed over the '
+                        f'{len(columns)} common corruptions')
+        incomplete = {c: v for c, v in numbers['included']['missing_severities'].items()
+                      if c in common}
+        if incomplete:
+            msgs.append(f'{path}: missing severities ' + '; '.join(
+                f'{c}: {", ".join(map(str, v))}' for c, v in incomplete.items()))
+        means = {c: numbers['per_corruption'][c]['mean'] for c in columns}
+        scores = robustness_scores(numbers['clean'], means, protocol)['overall']
+        row = {'model': name, 'backbone': prov.get('backbone'), 'clean': numbers['clean']}
+        row.update(means)
+        row.update(avg=scores.avg, delta_tp=scores.delta_tp)
+        rows.append(row)
+    for msg in msgs:
+        warnings.warn(msg, stacklevel=2)
+    return ComparisonTable(metric, protocol, columns, rows, msgs)
+
+
+def _best(table: ComparisonTable, key: str, digits: int) -> Optional[float]:
+    values = [round(r[key], digits) for r in table.rows if r[key] is not None]
+    if len(values) < 2:
+        return None
+    return min(values) if key == 'delta_tp' else max(values)
+
+
+def comparison_markdown(table: ComparisonTable, digits: int = 2) -> str:
+    """Markdown table like REOBench Tables 2/3, the best value per column in bold
+    (highest; lowest for ΔTP; ties all bold)."""
+    keys = ['clean'] + table.columns + ['avg', 'delta_tp']
+    best = {k: _best(table, k, digits) for k in keys}
+    header = ['Model', 'Backbone', 'Clean'] + [column_title(c) for c in table.columns] + \
+        ['Avg', 'ΔTP']
+    rows = []
+    for row in table.rows:
+        cells = [str(row['model']), row['backbone'] or '–']
+        for k in keys:
+            text = _fmt(row[k], digits)
+            if best[k] is not None and round(row[k], digits) == best[k]:
+                text = f'**{text}**'
+            cells.append(text)
+        rows.append(cells)
+    return '\n'.join(_md_table(header, rows, align_left=2)) + '\n'
+
+
+def comparison_csv_text(table: ComparisonTable, digits: Optional[int] = 2,
+                        paper_names: bool = False) -> str:
+    """CSV with columns ``model, backbone, clean, <corruptions>, avg, delta_tp``
+    (the layout of the reference table; ``paper_names`` writes the published column
+    names, e.g. ``salt_pepper``)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator='\n')
+    names = [engine_to_paper_name(c) if paper_names else c for c in table.columns]
+    writer.writerow(['model', 'backbone', 'clean'] + names + ['avg', 'delta_tp'])
+    for row in table.rows:
+        values = [row[k] for k in ['clean'] + table.columns + ['avg', 'delta_tp']]
+        writer.writerow([row['model'], row['backbone'] or ''] +
+                        [repr(v) if digits is None else f'{v:.{digits}f}' for v in values])
+    return buffer.getvalue()
+
+
+def write_comparison(table: ComparisonTable, markdown_path: Optional[str] = None,
+                     csv_path: Optional[str] = None, paper_names: bool = False
+                     ) -> Tuple[Optional[str], Optional[str]]:
+    """Write the comparison as Markdown and/or CSV (atomically)."""
+    if markdown_path:
+        atomic_write_text(markdown_path, comparison_markdown(table))
+    if csv_path:
+        atomic_write_text(csv_path, comparison_csv_text(table, paper_names=paper_names))
+    return markdown_path, csv_path
