@@ -1,5 +1,6 @@
 """The README's commands: idempotent install, demo data tool and the demo itself."""
 import os
+import json
 import os.path as osp
 import subprocess
 import sys
@@ -50,14 +51,35 @@ def test_make_demo_data_tool(tmp_path):
 @pytest.mark.slow
 def test_demo_trains_evaluates_and_reuses(tmp_path):
     args = [sys.executable, 'tools/demo.py', '--data-root', str(tmp_path / 'data'),
-            '--work-dir', str(tmp_path / 'work'), '--iters', '4']
+            '--work-dir', str(tmp_path / 'work'), '--iters', '4', '--det-iters', '2',
+            '--corruption', 'gaussian_noise', '--severity', '5']
     first = _run(args)
-    assert 'training tiny UperNet for 4 iterations' in first
+    assert 'segmentation: training the tiny model for 4 iterations' in first
+    assert 'detection: training the tiny model for 2 iterations' in first
     assert '>>>' in first, 'a progress bar is drawn'
-    assert '[demo] segmentation, clean: mIoU' in first
+    for line in ('segmentation, clean: mIoU', 'segmentation, gaussian_noise_s5: mIoU',
+                 'detection, clean: mAP', 'detection, gaussian_noise_s5: mAP'):
+        assert f'[demo] {line}' in first
     second = _run(args)
     assert 'data: reusing' in second and 'segmentation: reusing' in second
-    assert osp.isfile(tmp_path / 'work' / 'seg_clean_metrics.json')
+    assert 'detection: reusing' in second
+    with open(tmp_path / 'work' / 'segmentation_metrics.json') as f:
+        metrics = json.load(f)
+    assert set(metrics) == {'clean', 'gaussian_noise_s5'}
+    # the same seed gives the same corrupted evaluation when the model is reused
+    assert _summary(first)['segmentation'] == _summary(second)['segmentation']
+
+
+def _summary(output):
+    lines = [line for line in output.splitlines() if line.startswith('  segmentation')
+             or line.startswith('  detection')]
+    return {line.split()[0]: line for line in lines}
+
+
+def test_demo_rejects_unknown_corruptions():
+    result = subprocess.run([sys.executable, 'tools/demo.py', '--corruption', 'fog'],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and 'valid' in result.stderr
 
 
 def test_corruption_speed_benchmark_runs():

@@ -1,13 +1,16 @@
 """The main job on the embedded synthetic data (``make demo``).
 
-At this stage of the project: generate the demo data (skipped when present and
-identical), train the tiny UperNet on the synthetic Potsdam tiles (reused when its
-checkpoint exists), evaluate it on the clean test tiles and print the mIoU.
+Generate the demo data (skipped when present and identical), train the tiny UperNet on
+the synthetic Potsdam tiles and the tiny Oriented R-CNN on the synthetic DIOR-R scenes
+(each reused when its checkpoint exists), evaluate each on the clean test images and
+under one corruption, and print both metrics.
 
     python tools/demo.py [--data-root data/demo] [--work-dir work_dirs/demo]
-                         [--iters N] [--seed 0] [--retrain]
+                         [--iters N] [--det-iters N] [--corruption cloud] [--severity 3]
+                         [--seed 0] [--retrain]
 """
 import argparse
+import copy
 import json
 import os
 import os.path as osp
@@ -17,6 +20,8 @@ import time
 from mmengine.config import Config
 from mmengine.runner import Runner
 
+from reobench_mm.apis import (check_corruption_args, corruption_tag, dump_json_atomic,
+                              insert_corruption)
 from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
                                             tree_digest)
 from reobench_mm.engine import rescale_iter_schedule
@@ -24,6 +29,8 @@ from reobench_mm.engine import rescale_iter_schedule
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SEG_CONFIG = osp.join(ROOT, 'configs', 'demo',
                       'upernet_r18-tiny_1xb4-600i_demo-potsdam-128x128.py')
+DET_CONFIG = osp.join(ROOT, 'configs', 'demo',
+                      'oriented-rcnn-le90_r18-tiny_fpn_1xb2-600i_demo-dior-256x256.py')
 
 
 def parse_args() -> argparse.Namespace:
@@ -31,13 +38,24 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--data-root', default='data/demo')
     parser.add_argument('--work-dir', default='work_dirs/demo')
     parser.add_argument('--iters', type=int, default=None,
-                        help="training iterations (default: the config's, 600)")
+                        help="segmentation training iterations (default: the config's, 600)")
+    parser.add_argument('--det-iters', type=int, default=300,
+                        help='detection training iterations (default 300)')
+    parser.add_argument('--corruption', default='cloud',
+                        help='the corruption evaluated besides clean (default cloud)')
+    parser.add_argument('--severity', type=int, default=3, help='its severity (default 3)')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--retrain', action='store_true',
                         help='train again even if a checkpoint exists')
     args = parser.parse_args()
-    if args.iters is not None and args.iters < 1:
-        parser.error(f'--iters must be >= 1, got {args.iters}')
+    for option in ('iters', 'det_iters'):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            parser.error(f"--{option.replace('_', '-')} must be >= 1, got {value}")
+    try:
+        check_corruption_args(args.corruption, args.severity, args.seed)
+    except (KeyError, ValueError) as err:
+        parser.error(str(err).strip('"'))
     return args
 
 
@@ -69,41 +87,65 @@ def _digest(root: str) -> str:
     return '|'.join(tree_digest(osp.join(root, name)) for name in ('potsdam', 'dior'))
 
 
-def main() -> None:
-    args = parse_args()
-    data_changed = ensure_demo_data(args.data_root, args.seed)
+TASKS = (
+    # name, config, data sub-folder, metric key, metric label
+    ('segmentation', SEG_CONFIG, 'potsdam', 'mIoU', 'mIoU'),
+    ('detection', DET_CONFIG, 'dior', 'dota/mAP', 'mAP'),
+)
 
-    cfg = Config.fromfile(SEG_CONFIG)
-    cfg.work_dir = osp.join(args.work_dir, 'seg')
+
+def run_task(name: str, config: str, data_root: str, metric: str, label: str,
+             args: argparse.Namespace, data_changed: bool) -> dict:
+    """Train (or reuse) the tiny model of one task, then evaluate it clean and under
+    ``args.corruption`` at ``args.severity``; returns both metric dicts."""
+    cfg = Config.fromfile(config)
+    cfg.work_dir = osp.join(args.work_dir, name[:3] if name == 'segmentation' else 'det')
     cfg.randomness = dict(seed=args.seed, deterministic=False)
     cfg.log_level = 'WARNING'
-    cfg.merge_from_dict({
-        'train_dataloader.dataset.data_root': osp.join(args.data_root, 'potsdam'),
-        'val_dataloader.dataset.data_root': osp.join(args.data_root, 'potsdam'),
-        'test_dataloader.dataset.data_root': osp.join(args.data_root, 'potsdam'),
-    })
-    iters = args.iters or cfg.train_cfg.max_iters
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        cfg[loader].dataset.data_root = data_root
+    iters = (args.iters if name == 'segmentation' else args.det_iters) \
+        or cfg.train_cfg.max_iters
     rescale_iter_schedule(cfg, iters)
     checkpoint = osp.join(cfg.work_dir, f'iter_{iters}.pth')
-
     if args.retrain or data_changed or not osp.isfile(checkpoint):
-        print(f'[demo] segmentation: training tiny UperNet for {iters} iterations '
-              f'(config {osp.relpath(SEG_CONFIG, ROOT)})')
+        print(f'[demo] {name}: training the tiny model for {iters} iterations '
+              f'(config {osp.relpath(config, ROOT)})')
         start = time.time()
-        Runner.from_cfg(cfg).train()
-        print(f'[demo] segmentation: trained in {time.time() - start:.0f}s -> {checkpoint}')
+        Runner.from_cfg(copy.deepcopy(cfg)).train()
+        print(f'[demo] {name}: trained in {time.time() - start:.0f}s -> {checkpoint}')
     else:
-        print(f'[demo] segmentation: reusing {checkpoint} (--retrain to train again)')
-
+        print(f'[demo] {name}: reusing {checkpoint} (--retrain to train again)')
     cfg.load_from = checkpoint
-    print('[demo] segmentation: evaluating on the clean test tiles')
-    metrics = Runner.from_cfg(cfg).test()
-    print(f'[demo] segmentation, clean: mIoU {metrics["mIoU"]:.2f}  aAcc {metrics["aAcc"]:.2f}  '
-          f'mAcc {metrics["mAcc"]:.2f}')
-    sys.stdout.flush()
-    os.makedirs(args.work_dir, exist_ok=True)
-    with open(osp.join(args.work_dir, 'seg_clean_metrics.json'), 'w') as f:
-        json.dump({k: float(v) for k, v in metrics.items()}, f, indent=2)
+    results = {}
+    for corruption, severity in (('clean', 0), (args.corruption, args.severity)):
+        test_cfg = insert_corruption(copy.deepcopy(cfg), corruption, severity, seed=args.seed)
+        tag = corruption_tag(corruption, severity, args.seed)
+        start = time.time()
+        metrics = Runner.from_cfg(test_cfg).test()
+        results[tag] = {k: float(v) for k, v in metrics.items()}
+        value = metrics[metric] * (100 if name == 'detection' else 1)
+        print(f'[demo] {name}, {tag}: {label} {value:.2f} ({time.time() - start:.0f}s)')
+        sys.stdout.flush()
+    dump_json_atomic(results, osp.join(args.work_dir, f'{name}_metrics.json'))
+    return results
+
+
+def main() -> None:
+    args = parse_args()
+    start = time.time()
+    data_changed = ensure_demo_data(args.data_root, args.seed)
+    summary = {}
+    for name, config, subdir, metric, label in TASKS:
+        results = run_task(name, config, osp.join(args.data_root, subdir), metric, label, args,
+                           data_changed)
+        scale = 100 if name == 'detection' else 1
+        summary[name] = [(tag, values[metric] * scale) for tag, values in results.items()]
+    print(f'[demo] summary ({time.time() - start:.0f}s in all):')
+    for name, rows in summary.items():
+        label = dict((t[0], t[4]) for t in TASKS)[name]
+        print(f'  {name:12s} ' + '   '.join(f'{tag}: {label} {value:.2f}' for tag, value in rows))
+    print(f'[demo] metrics written to {args.work_dir}/{{segmentation,detection}}_metrics.json')
 
 
 if __name__ == '__main__':
