@@ -4,12 +4,14 @@ from .report import (ComparisonTable, Report, build_comparison, comparison_csv_t
                      make_provenance, package_versions, render_report_md,
                      summary_from_results_json, write_comparison, write_report,
                      write_results_csv, write_results_json)
+from .rotated_map import InProcessDOTAMetric, in_process_rbbox_map
 from .robustness import (CLEAN_CONDITION, REOBENCH_TABLE_ORDER, TASK_METRICS, ConditionResult,
                          RobustnessSummary, aggregate, condition_result_from_metrics,
                          merge_results, results_from_jsonable, results_to_jsonable,
                          robustness_scores)
 
 __all__ = [
+    'InProcessDOTAMetric', 'in_process_rbbox_map',
     'CLEAN_CONDITION', 'REOBENCH_TABLE_ORDER', 'TASK_METRICS', 'ConditionResult',
     'RobustnessSummary', 'aggregate', 'condition_result_from_metrics', 'merge_results',
     'results_to_jsonable', 'results_from_jsonable', 'robustness_scores', 'Report',

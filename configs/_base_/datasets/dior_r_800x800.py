@@ -44,5 +44,7 @@ val_dataloader = dict(
                  pipeline=test_pipeline))
 test_dataloader = val_dataloader
 # mAP at IoU 0.5; REOBench's code uses VOC07 11-point ('11points'), 'area' is VOC12 style
-val_evaluator = dict(type='DOTAMetric', metric='mAP', iou_thrs=[0.5], eval_mode='11points')
+# (MMRotate's DOTAMetric numbers, computed in process: no spawned pool per evaluation)
+val_evaluator = dict(type='InProcessDOTAMetric', metric='mAP', iou_thrs=[0.5],
+                     eval_mode='11points')
 test_evaluator = val_evaluator

@@ -55,5 +55,6 @@ val_dataloader = dict(
         test_mode=True,
         pipeline=test_pipeline))
 test_dataloader = val_dataloader
-val_evaluator = dict(type='DOTAMetric', metric='mAP', iou_thrs=[0.5])
+# MMRotate's DOTAMetric numbers, computed in process (no spawned pool per evaluation)
+val_evaluator = dict(type='InProcessDOTAMetric', metric='mAP', iou_thrs=[0.5])
 test_evaluator = val_evaluator

@@ -1,0 +1,52 @@
+"""InProcessDOTAMetric gives MMRotate's DOTAMetric numbers without its process pool."""
+import numpy as np
+import pytest
+import torch
+
+import reobench_mm  # noqa: F401
+from reobench_mm.registry import METRICS
+
+CLASSES = ('airplane', 'ship', 'storagetank')
+
+
+def _samples(seed, count=6):
+    rng = np.random.default_rng(seed)
+    samples = []
+    for index in range(count):
+        gts = rng.uniform([20, 20, 8, 8, -1.5], [230, 230, 60, 40, 1.5], size=(5, 5))
+        labels = rng.integers(0, len(CLASSES), size=5)
+        jitter = rng.normal(0, [3, 3, 2, 2, 0.05], size=(5, 5))
+        false = rng.uniform([20, 20, 8, 8, -1.5], [230, 230, 60, 40, 1.5], size=(3, 5))
+        predictions = np.concatenate([gts + jitter, false])
+        samples.append(dict(
+            img_id=f'{seed}_{index}',
+            gt_instances=dict(bboxes=torch.tensor(gts, dtype=torch.float32),
+                              labels=torch.tensor(labels)),
+            ignored_instances=dict(bboxes=torch.zeros(0, 5), labels=torch.zeros(0).long()),
+            pred_instances=dict(
+                bboxes=torch.tensor(predictions, dtype=torch.float32),
+                scores=torch.tensor(rng.uniform(0.05, 1.0, size=8), dtype=torch.float32),
+                labels=torch.tensor(np.concatenate([labels,
+                                                    rng.integers(0, 3, size=3)])))))
+    return samples
+
+
+def test_same_numbers_as_mmrotate_dotametric():
+    eval_mode = '11points'  # MMRotate's pools are slow to start: one comparison
+    from mmrotate.evaluation import DOTAMetric
+    ours = METRICS.build(dict(type='InProcessDOTAMetric', iou_thrs=[0.5, 0.75],
+                              eval_mode=eval_mode))
+    theirs = DOTAMetric(iou_thrs=[0.5, 0.75], eval_mode=eval_mode)
+    for metric in (ours, theirs):
+        metric.dataset_meta = dict(classes=CLASSES)
+        for batch in (_samples(0), _samples(1)):
+            metric.process({}, batch)
+    expected = theirs.evaluate(12)
+    got = ours.evaluate(12)
+    assert got == expected
+    assert 0.2 < got['dota/mAP'] < 1.0
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match='eval_mode'):
+        METRICS.build(dict(type='InProcessDOTAMetric', eval_mode='voc12'))
