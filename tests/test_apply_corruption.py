@@ -231,3 +231,17 @@ def test_same_bits_with_0_and_2_dataloader_workers(demo_data):
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         ApplyCorruption(**kwargs)
+
+
+def test_set_condition_switches_a_built_transform():
+    image = _image()
+    transform = ApplyCorruption('clean', 0)
+    assert transform(_results(image.copy()))['corruption'] == 'clean'
+    transform.set_condition('haze', 2, seed=3)
+    switched = transform(_results(image.copy()))
+    direct = ApplyCorruption('haze', 2, seed=3)(_results(image.copy()))
+    assert switched['corruption'] == 'haze' and switched['severity'] == 2
+    np.testing.assert_array_equal(switched['img'], direct['img'])
+    with pytest.raises(ValueError, match='severity'):
+        transform.set_condition('haze', 7)
+    assert transform.severity == 2, 'a rejected switch leaves the transform as it was'

@@ -5,11 +5,14 @@ from .config_utils import (CORRUPTION_DEFAULTS, ROTATED_DETECTION, SEGMENTATION,
                            dump_json_atomic, ensure_custom_imports, get_test_pipelines,
                            infer_task, insert_corruption, prepare_test_config,
                            prepare_train_config, sync_corruption_cfg, tagged_path)
+from .sweep import (CheckpointMismatchError, RobustnessSweep, SweepError, SweepOutcome,
+                    merge_sweeps, run_sweep)
 
 __all__ = [
     'CORRUPTION_DEFAULTS', 'SEGMENTATION', 'ROTATED_DETECTION', 'PreparedTest',
     'check_corruption_args', 'corruption_position', 'corruption_settings', 'corruption_tag',
     'default_work_dir', 'dump_json_atomic', 'ensure_custom_imports', 'get_test_pipelines',
     'infer_task', 'insert_corruption', 'prepare_test_config', 'prepare_train_config',
-    'sync_corruption_cfg', 'tagged_path'
+    'sync_corruption_cfg', 'tagged_path', 'RobustnessSweep', 'SweepOutcome', 'SweepError',
+    'CheckpointMismatchError', 'run_sweep', 'merge_sweeps'
 ]

@@ -69,11 +69,7 @@ class ApplyCorruption(BaseTransform):
                  ignore_index: int = 255, channel_order: str = 'bgr',
                  max_value: Optional[float] = None,
                  reencode_jpeg_quality: Optional[int] = None) -> None:
-        check_protocol(protocol)
-        self.severity = check_severity(severity)
-        self.corruption = corruption
-        self.spec = None if corruption == 'clean' else get_corruption(corruption, protocol)
-        check_border(border)
+        self.set_condition(corruption, severity, seed, protocol, border)
         if box_policy not in BOX_POLICIES:
             raise ValueError(f'box_policy must be one of {BOX_POLICIES}, got {box_policy!r}')
         if angle_version not in ANGLE_VERSIONS:
@@ -83,10 +79,20 @@ class ApplyCorruption(BaseTransform):
         if reencode_jpeg_quality is not None and not 1 <= reencode_jpeg_quality <= 100:
             raise ValueError('reencode_jpeg_quality must be None or in 1..100, '
                              f'got {reencode_jpeg_quality}')
-        self.seed, self.protocol, self.border = seed, protocol, border
         self.box_policy, self.angle_version = box_policy, angle_version
         self.ignore_index, self.channel_order = ignore_index, channel_order
         self.max_value, self.reencode_jpeg_quality = max_value, reencode_jpeg_quality
+
+    def set_condition(self, corruption: str, severity: int, seed: int = 0,
+                      protocol: str = 'reobench', border: str = 'reflect') -> None:
+        """Switch this instance to another condition (checked like the constructor's
+        arguments): the robustness sweep reuses one built pipeline for every condition."""
+        check_protocol(protocol)
+        check_border(border)
+        spec = None if corruption == 'clean' else get_corruption(corruption, protocol)
+        self.severity = check_severity(severity)
+        self.corruption, self.spec = corruption, spec
+        self.seed, self.protocol, self.border = seed, protocol, border
 
     @property
     def is_noop(self) -> bool:

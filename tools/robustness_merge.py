@@ -1,0 +1,33 @@
+"""Merge the shards of a robustness sweep and write the report.
+
+    python tools/robustness_merge.py WORK_DIR [WORK_DIR ...] [--out DIR] [--no-plots]
+
+Reads every ``shard_<i>-of-<n>.json`` manifest in the work dirs (written by
+``tools/robustness_test.py --shard i/n``) and the condition files they list, checks
+that they belong to one sweep and cover all shards, and writes ``results.json``,
+``results.csv``, ``report.md`` and plots into ``--out`` (default: the first WORK_DIR).
+"""
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description='merge the shards of a robustness sweep')
+    parser.add_argument('work_dirs', nargs='+', help='work dirs of the shards')
+    parser.add_argument('--out', help='report folder (default: the first work dir)')
+    parser.add_argument('--no-plots', action='store_true', help='no plots in the report')
+    args = parser.parse_args(argv)
+    from reobench_mm.apis.sweep import merge_sweeps
+    try:
+        report = merge_sweeps(args.work_dirs, args.out or args.work_dirs[0],
+                              plots=not args.no_plots)
+    except (OSError, ValueError) as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 2
+    for name, path in sorted(report.files.items()):
+        print(f'{name}: {path}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
