@@ -12,7 +12,6 @@ under one corruption, and print both metrics.
 import argparse
 import copy
 import json
-import os
 import os.path as osp
 import sys
 import time

@@ -14,11 +14,8 @@ it can be used (and tested) from Python:
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import os.path as osp
-import tempfile
 import warnings
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
@@ -27,6 +24,7 @@ from mmengine.config import Config, ConfigDict
 from ..corruptions import PROTOCOLS, get_corruption
 from ..corruptions.base import check_severity
 from ..corruptions.geometric import BORDER_MODES
+from ..fileio import dump_json_atomic
 
 __all__ = [
     'CORRUPTION_DEFAULTS', 'CORRUPTION_META_KEYS', 'SEGMENTATION', 'ROTATED_DETECTION',
@@ -310,24 +308,6 @@ def tagged_path(path: str, tag: str, is_dir: bool = False) -> str:
     path = path.rstrip('/\\') or path
     stem, ext = (path, '') if is_dir else osp.splitext(path)
     return f'{stem}_{tag}{ext}'
-
-
-def dump_json_atomic(obj, path: str) -> None:
-    """Write ``obj`` as JSON so that readers never see a partial file (temporary file in
-    the same folder, then ``os.replace``)."""
-    folder = osp.dirname(osp.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{osp.basename(path)}.', suffix='.tmp', dir=folder)
-    try:
-        with os.fdopen(fd, 'w') as f:
-            json.dump(obj, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if osp.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 # ----------------------------------------------------------------------------- the tools

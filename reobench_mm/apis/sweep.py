@@ -21,7 +21,6 @@ Files under the work dir:
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import os.path as osp
@@ -36,6 +35,7 @@ from ..corruptions import GROUPS, PROTOCOLS, list_corruptions
 from ..corruptions import resolve_corruptions as _resolve_names
 from ..corruptions.base import check_severity
 from ..corruptions.geometric import BORDER_MODES
+from ..fileio import file_sha256
 from .config_utils import (ROTATED_DETECTION, corruption_tag, dump_json_atomic,
                            prepare_test_config)
 
@@ -145,14 +145,6 @@ def default_sweep_work_dir(config: str) -> str:
 def condition_key(condition: Condition) -> str:
     name, severity = condition
     return 'clean' if name == 'clean' else f'{name}@{severity}'
-
-
-def _sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _jsonable(obj: Any) -> Any:
@@ -322,8 +314,8 @@ class RobustnessSweep:
         self.conditions_dir = osp.join(self.work_dir, CONDITIONS_DIR)
         _check_writable(self.conditions_dir)
 
-        self.config_sha256 = _sha256_file(config)
-        self.checkpoint_sha256 = _sha256_file(checkpoint)
+        self.config_sha256 = file_sha256(config)
+        self.checkpoint_sha256 = file_sha256(checkpoint)
         self.fingerprint = _jsonable(dict(
             config_sha256=self.config_sha256, checkpoint_sha256=self.checkpoint_sha256,
             cfg_options=_result_options(self.cfg_options), seed=seed, protocol=protocol,

@@ -27,12 +27,11 @@ import math
 import os
 import os.path as osp
 import platform
-import tempfile
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..fileio import atomic_write_bytes, atomic_write_text, file_sha256
 from .robustness import (CLEAN, REOBENCH_TABLE_ORDER, Condition, ConditionResult,
                          RobustnessSummary, _jsonable, aggregate, corruption_order,
                          engine_to_paper_name, normalize_results, results_from_jsonable,
@@ -83,39 +82,6 @@ def _fmt(value: Optional[float], digits: int = 2) -> str:
 # ----------------------------------------------------------------------------------
 # Atomic writes
 # ----------------------------------------------------------------------------------
-@contextmanager
-def _atomic_file(path: str, mode: str, **kwargs) -> Iterator[Any]:
-    """Open a temporary file beside ``path``; on success it replaces ``path``, on
-    error it is removed."""
-    folder = osp.dirname(osp.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{osp.basename(path)}.', suffix='.tmp', dir=folder)
-    try:
-        with os.fdopen(fd, mode, **kwargs) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if osp.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def atomic_write_text(path: str, text: str) -> str:
-    """Write ``text`` (UTF-8, ``\\n`` line ends) to ``path`` atomically."""
-    with _atomic_file(path, 'w', encoding='utf-8', newline='\n') as handle:
-        handle.write(text)
-    return path
-
-
-def atomic_write_bytes(path: str, data: bytes) -> str:
-    """Write ``data`` to ``path`` atomically."""
-    with _atomic_file(path, 'wb') as handle:
-        handle.write(data)
-    return path
-
-
 def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
     """Save a matplotlib figure as PNG atomically (no software/time metadata)."""
     buffer = io.BytesIO()
@@ -127,15 +93,6 @@ def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
 # ----------------------------------------------------------------------------------
 # Provenance
 # ----------------------------------------------------------------------------------
-def file_sha256(path: str, chunk_size: int = 1 << 20) -> str:
-    """SHA-256 (hex) of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for chunk in iter(lambda: handle.read(chunk_size), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def package_versions() -> Dict[str, Optional[str]]:
     """Versions of Python, torch, mmengine, mmcv, mmseg, mmdet, mmrotate,
     reobench_mm, numpy and OpenCV (None for those not installed), read from package

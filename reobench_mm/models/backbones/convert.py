@@ -2,14 +2,12 @@
 ``tools/convert_checkpoint.py``)."""
 from __future__ import annotations
 
-import hashlib
-import os
 import os.path as osp
-import tempfile
 from typing import Dict, Optional
 
 import torch
 
+from ...fileio import atomic_open, file_sha256
 from ...registry import MODELS
 from .base import (CONVERTED_MARKER, DenseViTBackbone, check_state_dict,
                    load_checkpoint_file)
@@ -53,14 +51,6 @@ def backbone_cfg_from_arch(arch: str, img_size: Optional[int] = None,
     return cfg
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def convert_checkpoint(src: str, dst: str, backbone_cfg: dict) -> dict:
     """Convert ``src`` (an official checkpoint) for the backbone ``backbone_cfg`` and
     write ``{'state_dict': …, 'meta': …}`` to ``dst`` atomically.
@@ -82,17 +72,9 @@ def convert_checkpoint(src: str, dst: str, backbone_cfg: dict) -> dict:
     allowed_missing = check_state_dict(model, state_dict, model.allowed_missing_keys, src)
     import reobench_mm
     meta = dict(converted_by=CONVERTED_MARKER, backbone=cfg, source=osp.basename(src),
-                source_sha256=_sha256(src), missing_allowed=allowed_missing,
+                source_sha256=file_sha256(src), missing_allowed=allowed_missing,
                 reobench_mm_version=reobench_mm.__version__)
     state_dict = {k: v.detach().clone().contiguous() for k, v in state_dict.items()}
-    out_dir = osp.dirname(osp.abspath(dst))
-    os.makedirs(out_dir, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=out_dir, suffix='.tmp')
-    os.close(handle)
-    try:
-        torch.save(dict(state_dict=state_dict, meta=meta), tmp)
-        os.replace(tmp, dst)
-    finally:
-        if osp.exists(tmp):
-            os.remove(tmp)
+    with atomic_open(dst, 'wb') as handle:
+        torch.save(dict(state_dict=state_dict, meta=meta), handle)
     return meta
