@@ -4,24 +4,14 @@ layouts that MMSegmentation and MMRotate read.
 - :mod:`.potsdam`: ISPRS Potsdam tiles -> 512x512 patches (``img_dir``/``ann_dir``).
 - :mod:`.dior_r`: DIOR images + DIOR-R oriented XML -> DOTA-style text annotations.
 
-Every output file is written atomically (to a temporary name in the same folder,
-then renamed), so an interrupted conversion leaves no truncated file behind and can
+Every output file is written atomically (``reobench_mm.fileio``: a temporary ``.tmp``
+file in the same folder, then renamed), so an interrupted conversion leaves no truncated file behind and can
 simply be run again.
 """
 import os
 import os.path as osp
 
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and an atomic rename."""
-    tmp = f'{path}.{os.getpid()}.tmp'
-    try:
-        with open(tmp, 'wb') as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if osp.exists(tmp):
-            os.remove(tmp)
+from ...fileio import atomic_write_bytes  # noqa: F401  (used by the converters)
 
 
 def remove_stale_temporaries(folder: str) -> int:
