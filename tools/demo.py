@@ -15,6 +15,7 @@ import json
 import os.path as osp
 import sys
 import time
+from typing import NamedTuple
 
 from mmengine.config import Config
 from mmengine.runner import Runner
@@ -86,30 +87,39 @@ def _digest(root: str) -> str:
     return '|'.join(tree_digest(osp.join(root, name)) for name in ('potsdam', 'dior'))
 
 
+class DemoTask(NamedTuple):
+    name: str
+    config: str
+    data_subdir: str  # under --data-root
+    work_subdir: str  # under --work-dir
+    metric: str  # key in the evaluator's output
+    label: str  # printed name of the metric
+    scale: float  # evaluator value -> printed percentage
+
+
 TASKS = (
-    # name, config, data sub-folder, metric key, metric label
-    ('segmentation', SEG_CONFIG, 'potsdam', 'mIoU', 'mIoU'),
-    ('detection', DET_CONFIG, 'dior', 'dota/mAP', 'mAP'),
+    DemoTask('segmentation', SEG_CONFIG, 'potsdam', 'seg', 'mIoU', 'mIoU', 1.0),
+    DemoTask('detection', DET_CONFIG, 'dior', 'det', 'dota/mAP', 'mAP', 100.0),
 )
 
 
-def run_task(name: str, config: str, data_root: str, metric: str, label: str,
-             args: argparse.Namespace, data_changed: bool) -> dict:
+def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> dict:
     """Train (or reuse) the tiny model of one task, then evaluate it clean and under
     ``args.corruption`` at ``args.severity``; returns both metric dicts."""
-    cfg = Config.fromfile(config)
-    cfg.work_dir = osp.join(args.work_dir, name[:3] if name == 'segmentation' else 'det')
+    name = task.name
+    cfg = Config.fromfile(task.config)
+    cfg.work_dir = osp.join(args.work_dir, task.work_subdir)
     cfg.randomness = dict(seed=args.seed, deterministic=False)
     cfg.log_level = 'WARNING'
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        cfg[loader].dataset.data_root = data_root
+        cfg[loader].dataset.data_root = osp.join(args.data_root, task.data_subdir)
     iters = (args.iters if name == 'segmentation' else args.det_iters) \
         or cfg.train_cfg.max_iters
     rescale_iter_schedule(cfg, iters)
     checkpoint = osp.join(cfg.work_dir, f'iter_{iters}.pth')
     if args.retrain or data_changed or not osp.isfile(checkpoint):
         print(f'[demo] {name}: training the tiny model for {iters} iterations '
-              f'(config {osp.relpath(config, ROOT)})')
+              f'(config {osp.relpath(task.config, ROOT)})')
         start = time.time()
         Runner.from_cfg(copy.deepcopy(cfg)).train()
         print(f'[demo] {name}: trained in {time.time() - start:.0f}s -> {checkpoint}')
@@ -123,8 +133,8 @@ def run_task(name: str, config: str, data_root: str, metric: str, label: str,
         start = time.time()
         metrics = Runner.from_cfg(test_cfg).test()
         results[tag] = {k: float(v) for k, v in metrics.items()}
-        value = metrics[metric] * (100 if name == 'detection' else 1)
-        print(f'[demo] {name}, {tag}: {label} {value:.2f} ({time.time() - start:.0f}s)')
+        value = metrics[task.metric] * task.scale
+        print(f'[demo] {name}, {tag}: {task.label} {value:.2f} ({time.time() - start:.0f}s)')
         sys.stdout.flush()
     dump_json_atomic(results, osp.join(args.work_dir, f'{name}_metrics.json'))
     return results
@@ -135,15 +145,14 @@ def main() -> None:
     start = time.time()
     data_changed = ensure_demo_data(args.data_root, args.seed)
     summary = {}
-    for name, config, subdir, metric, label in TASKS:
-        results = run_task(name, config, osp.join(args.data_root, subdir), metric, label, args,
-                           data_changed)
-        scale = 100 if name == 'detection' else 1
-        summary[name] = [(tag, values[metric] * scale) for tag, values in results.items()]
+    for task in TASKS:
+        results = run_task(task, args, data_changed)
+        summary[task] = [(tag, values[task.metric] * task.scale)
+                         for tag, values in results.items()]
     print(f'[demo] summary ({time.time() - start:.0f}s in all):')
-    for name, rows in summary.items():
-        label = dict((t[0], t[4]) for t in TASKS)[name]
-        print(f'  {name:12s} ' + '   '.join(f'{tag}: {label} {value:.2f}' for tag, value in rows))
+    for task, rows in summary.items():
+        print(f'  {task.name:12s} '
+              + '   '.join(f'{tag}: {task.label} {value:.2f}' for tag, value in rows))
     print(f'[demo] metrics written to {args.work_dir}/{{segmentation,detection}}_metrics.json')
 
 
