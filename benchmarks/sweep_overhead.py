@@ -7,7 +7,9 @@ Without ``--checkpoint`` a tiny UperNet is trained for a few iterations first. I
 run it times
 
 - a plain clean evaluation: the test loop over the clean test set with the model
-  already built (median of ``--repeats``);
+  already built (median of ``--repeats`` runs before the sweep and ``--repeats`` after
+  it, in a separately built runner, so that a change of machine load during the run
+  biases neither side);
 - a complete sweep over N conditions (clean + corruptions × severities) from scratch:
   runner and model construction, checkpoint loading, every condition, the condition
   files and the report;
@@ -36,9 +38,9 @@ def parse_args():
     parser.add_argument('--data-root', default=osp.join(PROJECT_ROOT, 'data', 'demo',
                                                         'potsdam'),
                         help='demo Potsdam data (tools/make_demo_data.py)')
-    parser.add_argument('--corruptions', nargs='+',
-                        default=['gaussian_noise', 'brightness_contrast', 'rotate'])
-    parser.add_argument('--severities', nargs='+', type=int, default=[1, 3, 5])
+    parser.add_argument('--corruptions', nargs='+', default=['all'],
+                        help='names or groups (default: all 12, the full sweep)')
+    parser.add_argument('--severities', nargs='+', type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--train-iters', type=int, default=5)
     return parser.parse_args()
@@ -69,19 +71,27 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or train(args.data_root, osp.join(tmp, 'train'),
                                               args.train_iters)
-        sweep = RobustnessSweep(CONFIG, checkpoint, corruptions=args.corruptions,
-                                severities=args.severities, work_dir=osp.join(tmp, 'sweep'),
-                                cfg_options=loader_options(args.data_root), plots=True)
+
+        def make_sweep(name):
+            return RobustnessSweep(CONFIG, checkpoint, corruptions=args.corruptions,
+                                   severities=args.severities, work_dir=osp.join(tmp, name),
+                                   cfg_options=loader_options(args.data_root), plots=True)
+
+        baseline = make_sweep('baseline')  # built outside the timed sweep
+        baseline.build()
+        clean = [baseline.evaluate(CLEAN_CONDITION)[1] for _ in range(args.repeats)]
+
+        sweep = make_sweep('sweep')
         count = len(sweep.conditions)
         start = time.perf_counter()
         outcome = sweep.run()
         wall = time.perf_counter() - start
 
-        clean = [sweep.evaluate(CLEAN_CONDITION)[1] for _ in range(args.repeats)]
+        clean += [baseline.evaluate(CLEAN_CONDITION)[1] for _ in range(args.repeats)]
         clean_s = statistics.median(clean)
         print(f'\ndemo test set: {len(sweep.runner.test_loop.dataloader.dataset)} images')
-        print(f'plain clean evaluation: median {clean_s:.3f} s of {args.repeats} '
-              f'({", ".join(f"{s:.3f}" for s in clean)})')
+        print(f'plain clean evaluation: median {clean_s:.3f} s of {len(clean)} '
+              f'({", ".join(f"{s:.3f}" for s in clean)}; half before, half after the sweep)')
         print('per condition (s, ratio to clean):')
         for key, seconds in outcome.seconds.items():
             print(f'  {key:28s} {seconds:7.3f}  {seconds / clean_s:5.2f}')

@@ -156,10 +156,13 @@ def test_per_class_extra_and_raw_metrics():
                                         'segmentation', per_class={'road': 80.0})
     assert (seg.value, seg.per_class, seg.extra) == (61.25, {'road': 80.0},
                                                      {'aAcc': 91.5, 'mAcc': 70.0})
+    # per-class keys carry the evaluator's prefix, like InProcessDOTAMetric's
     det = condition_result_from_metrics({'dota/mAP': 0.5125, 'dota/AP50': 0.513,
-                                         'AP.plane': 0.9}, 'detection')
+                                         'dota/AP.plane': 0.9}, 'detection')
     assert det.value == pytest.approx(51.25) and det.per_class == {'plane': pytest.approx(90.0)}
     assert det.extra == {'dota/AP50': 0.513}
+    plain = condition_result_from_metrics({'mAP': 0.5, 'AP.plane': 0.9}, 'detection')
+    assert plain.per_class == {'plane': pytest.approx(90.0)} and plain.extra == {}
     with pytest.raises(ValueError, match='outside 0..100'):
         condition_result_from_metrics({'dota/mAP': 51.25}, 'detection')
     raw = {('clean', 0): {'dota/mAP': 0.6}, ('cloud', 1): {'dota/mAP': 0.3}}

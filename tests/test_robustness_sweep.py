@@ -227,8 +227,15 @@ def test_sweep_writes_the_report_and_matches_a_plain_test(full_sweep, seg_model)
         plain = json.load(handle)['metrics']
     with open(osp.join(work_dir, 'conditions', 'clean.json')) as handle:
         clean = json.load(handle)
-    assert clean['metrics'] == plain
+    # the sweep's IoUMetric also returns the per-class IoU it computes
+    assert {k: v for k, v in clean['metrics'].items() if not k.startswith('IoU.')} == plain
     assert numbers['clean'] == plain['mIoU']
+    classes = ['impervious_surface', 'building', 'low_vegetation', 'tree', 'car', 'clutter']
+    assert numbers['per_class']['classes'] == classes
+    per_class = numbers['conditions'][0]['per_class']
+    present = [v for v in per_class.values() if v is not None]
+    assert sum(present) / len(present) == pytest.approx(numbers['clean'], abs=0.005)  # rounded
+    assert set(numbers['per_class']['per_corruption']) == {'gaussian_noise', 'rotate'}
     noisy = numbers['per_corruption']['gaussian_noise']['severities']['5']
     print(f"\nmIoU clean {numbers['clean']:.2f}, gaussian_noise s5 {noisy:.2f}, "
           f"rotate s5 {numbers['per_corruption']['rotate']['severities']['5']:.2f}")
@@ -335,12 +342,17 @@ def _untrained_checkpoint(config, path):
 
 @pytest.mark.slow
 def test_rotated_detection_sweep(demo_data, tmp_path):
-    """The task is inferred from the config: DOTAMetric's mAP, task 'detection'."""
+    """The task is inferred from the config: DOTAMetric's mAP, task 'detection'; per-class
+    AP and the detection calibration error are recorded."""
     data_root = osp.join(demo_data, 'dior')
     checkpoint = _untrained_checkpoint(DET_DEMO_CONFIG, str(tmp_path / 'init.pth'))
     work_dir = str(tmp_path / 'sweep')
+    with pytest.raises(SweepError, match='temperature scaling is for segmentation'):
+        RobustnessSweep(DET_DEMO_CONFIG, checkpoint, work_dir=work_dir,
+                        temperature_scaling=True)
+    assert not osp.exists(work_dir)
     outcome = run_sweep(DET_DEMO_CONFIG, checkpoint, corruptions=['haze'], severities=[3],
-                        work_dir=work_dir, plots=False,
+                        work_dir=work_dir, plots=False, calibration=True,
                         cfg_options=_options(data_root)[0])
     assert outcome.evaluated == [('clean', 0), ('haze', 3)]
     with open(osp.join(work_dir, 'results.json')) as handle:
@@ -349,6 +361,75 @@ def test_rotated_detection_sweep(demo_data, tmp_path):
     assert [c['condition'] for c in numbers['conditions']] == ['clean', 'haze@3']
     with open(osp.join(work_dir, 'conditions', 'haze_s3.json')) as handle:
         record = json.load(handle)
-    assert set(record['metrics']) == {'dota/mAP', 'dota/AP50'}
+    classes = ['airplane', 'ship', 'storagetank', 'vehicle']
+    assert set(record['metrics']) == {'dota/mAP', 'dota/AP50'} | \
+        {f'dota/AP.{c}' for c in classes} | \
+        {f'calib/{k}' for k in ('ECE', 'gap', 'cwECE', 'num_detections')}
     assert record['task'] == 'rotated_detection'
+    reliability = record['calibration']['calib']['reliability']
+    assert sum(reliability['count']) == record['metrics']['calib/num_detections']
+    assert numbers['per_class']['classes'] == classes
+    assert 'calib/ECE' in numbers['extra']
     assert not osp.exists(osp.join(work_dir, 'severity_curves.png'))
+
+
+@pytest.mark.slow
+def test_calibration_and_temperature_scaling_in_the_sweep(full_sweep, seg_model, tmp_path):
+    """Calibration in every condition, a temperature fitted on clean pixels, the report's
+    calibration table and plots; the predictions (mIoU) are those of the plain sweep."""
+    reference_dir = full_sweep[0]
+    checkpoint, data_root = seg_model
+    options = dict(_options(data_root)[0], **{
+        'val_dataloader.dataset.data_root': data_root, 'val_dataloader.num_workers': 0,
+        'val_dataloader.persistent_workers': False})
+    work_dir = str(tmp_path / 'calibrated')
+    outcome = run_sweep(SEG_DEMO_CONFIG, checkpoint, corruptions=['gaussian_noise'],
+                        severities=[1, 5], work_dir=work_dir, cfg_options=options,
+                        temperature_scaling=True)
+    assert outcome.evaluated == [('clean', 0), ('gaussian_noise', 1), ('gaussian_noise', 5)]
+    files = set(os.listdir(work_dir))
+    assert {'ece_vs_severity.png', 'reliability_diagrams.png', 'reliability_diagrams_ts.png',
+            'temperature.json'} <= files, files
+
+    with open(osp.join(work_dir, 'temperature.json')) as handle:
+        fitted = json.load(handle)
+    assert fitted['source'] == 'val_dataloader' and fitted['num_pixels'] > 0
+    # the fitted temperature lowers the NLL of the clean pixels it was fitted on
+    assert fitted['temperature'] != pytest.approx(1.0, abs=1e-3)
+    assert fitted['nll_after'] < fitted['nll_before']
+
+    with open(osp.join(work_dir, 'results.json')) as handle:
+        doc = json.load(handle)
+    with open(osp.join(reference_dir, 'results.json')) as handle:
+        reference = json.load(handle)['numbers']
+    numbers = doc['numbers']
+    assert doc['provenance']['extra']['temperature']['temperature'] == fitted['temperature']
+    by_condition = {c['condition']: c for c in reference['conditions']}
+    for row in numbers['conditions']:
+        assert row['value'] == by_condition[row['condition']]['value']  # same predictions
+        extra = row['extra']
+        for key in ('ECE', 'gap', 'NLL', 'Brier', 'cwECE', 'AURC', 'eAURC', 'acc@90cov'):
+            assert f'calib/{key}' in extra and f'calib_ts/{key}' in extra
+        assert 0.0 <= extra['calib/ECE'] <= 1.0
+    clean = numbers['conditions'][0]['extra']
+    # the val pixels are the clean test pixels here, sampled: the NLL of all of them drops too
+    assert clean['calib_ts/NLL'] < clean['calib/NLL']
+    with open(osp.join(work_dir, 'conditions', 'gaussian_noise_s5.json')) as handle:
+        record = json.load(handle)
+    details = record['calibration']
+    assert set(details) == {'calib', 'calib_ts'}
+    assert details['calib_ts']['temperature'] == fitted['temperature']
+    assert details['calib']['temperature'] == 1.0
+    assert 'stats' not in details['calib']  # the accumulators are not kept
+    assert sum(details['calib']['reliability']['count']) == details['calib']['num_pixels']
+    with open(osp.join(work_dir, 'report.md')) as handle:
+        report = handle.read()
+    assert '## Calibration under corruption' in report and '`calib_ts/ECE`' in report
+    assert '![reliability_diagrams](reliability_diagrams.png)' in report
+    assert f"T = {fitted['temperature']:.3f}" in report
+
+    # resumed: the fitted temperature is read back, not fitted again
+    sweep = RobustnessSweep(SEG_DEMO_CONFIG, checkpoint, corruptions=['gaussian_noise'],
+                            severities=[1, 5], work_dir=work_dir, cfg_options=options,
+                            temperature_scaling=True)
+    assert sweep.run().evaluated == []

@@ -43,8 +43,33 @@ def test_same_numbers_as_mmrotate_dotametric():
             metric.process({}, batch)
     expected = theirs.evaluate(12)
     got = ours.evaluate(12)
+    per_class = {k: got.pop(k) for k in list(got) if k.startswith('dota/AP.')}
     assert got == expected
     assert 0.2 < got['dota/mAP'] < 1.0
+    # the per-class APs DOTAMetric only logs: averaged over the thresholds like mAP, so
+    # their mean over classes is mAP
+    assert sorted(per_class) == [f'dota/AP.{c}' for c in CLASSES]
+    assert np.mean(list(per_class.values())) == pytest.approx(got['dota/mAP'], rel=1e-6)  # float32 APs
+
+
+def test_per_class_ap_matches_eval_rbbox_map_and_marks_classes_without_objects():
+    from mmrotate.evaluation import eval_rbbox_map
+    classes = CLASSES + ('harbor', )  # no ground truth and no detection of 'harbor'
+    metric = METRICS.build(dict(type='InProcessDOTAMetric', iou_thrs=0.5))
+    plain = METRICS.build(dict(type='InProcessDOTAMetric', iou_thrs=0.5, classwise=False))
+    for m in (metric, plain):
+        m.dataset_meta = dict(classes=classes)
+        m.process({}, _samples(2))
+    processed = list(metric.results)
+    got = metric.evaluate(6)
+    assert plain.evaluate(6) == {k: v for k, v in got.items() if '/AP.' not in k}
+    assert np.isnan(got['dota/AP.harbor'])
+    gts, preds = zip(*processed)
+    _, reference = eval_rbbox_map([p['pred_bbox_scores'] for p in preds], list(gts),
+                                  iou_thr=0.5, use_07_metric=True, dataset=classes,
+                                  logger='silent')
+    for name, row in zip(CLASSES, reference):
+        assert got[f'dota/AP.{name}'] == pytest.approx(float(row['ap']), abs=1e-12)
 
 
 def test_options_are_checked():

@@ -4,6 +4,7 @@
         [--severities K ...] [--protocol reobench|geofm_calibration] [--seed S]
         [--border reflect|constant] [--work-dir DIR] [--cfg-options KEY=VALUE ...]
         [--launcher none|pytorch|slurm|mpi] [--force] [--shard i/n] [--no-plots]
+        [--calibration] [--temperature-scaling]
 
 The model is built and the checkpoint loaded (strictly) once; the corruption of the
 test pipeline is switched for each condition. Each finished condition is written to
@@ -54,6 +55,14 @@ def parse_args(argv=None):
                         help='evaluate only every n-th condition from i (clean is in 0); '
                         'merge with tools/robustness_merge.py')
     parser.add_argument('--no-plots', action='store_true', help='no plots in the report')
+    parser.add_argument('--calibration', action='store_true',
+                        help='also report calibration (ECE, signed gap, NLL, Brier, classwise '
+                        'ECE, AURC, eAURC, accuracy at 90%% coverage; detection: D-ECE) in '
+                        'every condition, with reliability diagrams and ECE vs severity')
+    parser.add_argument('--temperature-scaling', action='store_true',
+                        help='(segmentation; implies --calibration) fit one temperature on '
+                        'clean validation pixels and report every condition calibrated '
+                        'with it too (calib_ts/...)')
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args, parser
@@ -68,7 +77,8 @@ def main(argv=None) -> int:
             severities=args.severities, protocol=args.protocol, seed=args.seed,
             border=args.border, work_dir=args.work_dir, cfg_options=args.cfg_options,
             launcher=args.launcher, force=args.force, shard=args.shard,
-            plots=not args.no_plots)
+            plots=not args.no_plots, calibration=args.calibration,
+            temperature_scaling=args.temperature_scaling)
     except (FileNotFoundError, KeyError, ValueError) as error:
         parser.error(error.args[0] if isinstance(error, KeyError) else str(error))
     try:

@@ -5,6 +5,8 @@ from .config_utils import (CORRUPTION_DEFAULTS, ROTATED_DETECTION, SEGMENTATION,
                            dump_json_atomic, ensure_custom_imports, get_test_pipelines,
                            infer_task, insert_corruption, prepare_test_config,
                            prepare_train_config, sync_corruption_cfg, tagged_path)
+from .data_budget import run_data_budget
+from .representation_drift import representation_drift
 from .sweep import (CheckpointMismatchError, RobustnessSweep, SweepError, SweepOutcome,
                     merge_sweeps, run_sweep)
 
@@ -14,5 +16,6 @@ __all__ = [
     'default_work_dir', 'dump_json_atomic', 'ensure_custom_imports', 'get_test_pipelines',
     'infer_task', 'insert_corruption', 'prepare_test_config', 'prepare_train_config',
     'sync_corruption_cfg', 'tagged_path', 'RobustnessSweep', 'SweepOutcome', 'SweepError',
-    'CheckpointMismatchError', 'run_sweep', 'merge_sweeps'
+    'CheckpointMismatchError', 'run_sweep', 'merge_sweeps', 'run_data_budget',
+    'representation_drift'
 ]

@@ -29,7 +29,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from glob import glob
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 from ..corruptions import GROUPS, PROTOCOLS, list_corruptions
 from ..corruptions import resolve_corruptions as _resolve_names
@@ -42,7 +43,8 @@ from .config_utils import (ROTATED_DETECTION, corruption_tag, dump_json_atomic,
 __all__ = [
     'SweepError', 'CheckpointMismatchError', 'Condition', 'SweepOutcome', 'RobustnessSweep',
     'run_sweep', 'merge_sweeps', 'parse_shard', 'sweep_conditions', 'shard_conditions',
-    'select_corruptions', 'select_severities', 'default_sweep_work_dir', 'set_corruption'
+    'select_corruptions', 'select_severities', 'default_sweep_work_dir', 'set_corruption',
+    'classwise_evaluator'
 ]
 
 Condition = Tuple[str, int]
@@ -220,6 +222,63 @@ def _corruption_steps(dataset) -> list:
     return found
 
 
+# ----------------------------------------------------------------------------- evaluators
+
+#: Toolbox metrics -> ours that return the same numbers plus the per-class values (and, for
+#: DOTAMetric, without a process pool per evaluation).
+_CLASSWISE_METRICS = {
+    'IoUMetric': 'ClasswiseIoUMetric', 'mmseg.IoUMetric': 'ClasswiseIoUMetric',
+    'DOTAMetric': 'InProcessDOTAMetric', 'mmrotate.DOTAMetric': 'InProcessDOTAMetric',
+}
+
+
+def classwise_evaluator(evaluator: Any) -> Any:
+    """The test evaluator config with MMSeg's ``IoUMetric`` and MMRotate's ``DOTAMetric``
+    replaced by :class:`ClasswiseIoUMetric` / :class:`InProcessDOTAMetric` (same
+    arguments, same summary numbers, plus ``IoU.<class>`` / ``AP.<class>``); other
+    metrics are kept as they are."""
+    def upgrade(metric):
+        if isinstance(metric, dict) and metric.get('type') in _CLASSWISE_METRICS:
+            metric = dict(metric, type=_CLASSWISE_METRICS[metric['type']])
+        return metric
+
+    if isinstance(evaluator, (list, tuple)):
+        return [upgrade(m) for m in evaluator]
+    if isinstance(evaluator, dict) and 'metrics' in evaluator and 'type' not in evaluator:
+        return dict(evaluator, metrics=classwise_evaluator(evaluator['metrics']))
+    return upgrade(evaluator)
+
+
+#: Prefixes of the calibration metrics the sweep adds: as evaluated, and (segmentation,
+#: with temperature scaling) with the temperature fitted on clean validation pixels.
+CALIBRATION_PREFIX = 'calib'
+SCALED_CALIBRATION_PREFIX = 'calib_ts'
+TEMPERATURE_FILE = 'temperature.json'
+
+
+def calibration_metric_cfgs(task: str, temperature_scaling: bool = False) -> List[dict]:
+    """The metric configs the sweep appends for calibration: ``SegCalibrationMetric``
+    (segmentation; plus a second one with prefix ``calib_ts`` for temperature scaling,
+    whose temperature is set after fitting) or ``RotatedDetectionCalibrationMetric``."""
+    if task == ROTATED_DETECTION:
+        if temperature_scaling:
+            raise SweepError('temperature scaling is for segmentation (it rescales the '
+                             'per-pixel class logits); detection scores have no such logits')
+        return [dict(type='RotatedDetectionCalibrationMetric', prefix=CALIBRATION_PREFIX)]
+    metrics = [dict(type='SegCalibrationMetric', prefix=CALIBRATION_PREFIX)]
+    if temperature_scaling:
+        metrics.append(dict(type='SegCalibrationMetric', prefix=SCALED_CALIBRATION_PREFIX))
+    return metrics
+
+
+def _as_metric_list(evaluator: Any) -> List[Any]:
+    if isinstance(evaluator, (list, tuple)):
+        return list(evaluator)
+    if isinstance(evaluator, dict) and 'metrics' in evaluator and 'type' not in evaluator:
+        return _as_metric_list(evaluator['metrics'])
+    return [evaluator]
+
+
 # ----------------------------------------------------------------------------- the sweep
 
 @dataclass
@@ -262,6 +321,16 @@ class RobustnessSweep:
         shard: ``(i, n)`` or ``'i/n'``: only every n-th condition from i; writes a manifest
             instead of the report.
         plots: write the report's plots.
+        calibration: also evaluate calibration in every condition (``calib/ECE``, ...:
+            ``SegCalibrationMetric`` for segmentation, ``RotatedDetectionCalibrationMetric``
+            for oriented detection); the report gains reliability diagrams and ECE
+            against severity.
+        temperature_scaling: (segmentation; implies ``calibration``) fit one temperature
+            on the clean validation pixels (``TemperatureFitMetric``: NLL, L-BFGS on log T;
+            the ``val_dataloader``, or the clean test set without one) and report every
+            condition's calibration with it too (``calib_ts/...``), to show whether a
+            calibration fitted on clean data survives the shift. The predictions, and so
+            the task metric, do not change.
 
     All input errors (:class:`SweepError`, ``FileNotFoundError``) are raised by the
     constructor, before anything is written, except :class:`CheckpointMismatchError`,
@@ -274,7 +343,8 @@ class RobustnessSweep:
                  seed: int = 0, border: str = 'reflect', work_dir: Optional[str] = None,
                  cfg_options: Optional[dict] = None, launcher: str = 'none',
                  force: bool = False, shard: Union[None, str, Sequence[int]] = None,
-                 plots: bool = True) -> None:
+                 plots: bool = True, calibration: bool = False,
+                 temperature_scaling: bool = False) -> None:
         self.corruptions = select_corruptions(corruptions, protocol)
         self.severities = select_severities(severities)
         if border not in BORDER_MODES:
@@ -301,12 +371,23 @@ class RobustnessSweep:
                             border=border))
         cfg = setup.cfg
         cfg.load_from = None  # loaded strictly by build()
+        cfg.test_evaluator = classwise_evaluator(cfg.test_evaluator)
+        # the sweep shows its own progress over conditions, not one bar per condition
+        cfg.custom_hooks = [h for h in cfg.get('custom_hooks') or []
+                            if h.get('type') not in ('ProgressBarHook',
+                                                     'reobench_mm.ProgressBarHook')]
+        self.temperature_scaling = bool(temperature_scaling)
+        self.calibration = bool(calibration) or self.temperature_scaling
+        if self.calibration:
+            cfg.test_evaluator = _as_metric_list(cfg.test_evaluator) + calibration_metric_cfgs(
+                setup.task, self.temperature_scaling)
         cfg.resume = False
-        loader = cfg.test_dataloader
-        if loader.get('num_workers', 0) > 0:
-            # workers must see the corruption switched in the main process: fresh
-            # workers (forked from the current dataset) for every condition
-            loader.persistent_workers = False
+        # workers must see the corruption switched in the main process: fresh workers
+        # (forked from the current dataset) for every condition; without workers the
+        # option must be off for torch anyway
+        for name in ('test_dataloader', 'val_dataloader'):
+            if cfg.get(name):
+                cfg[name].persistent_workers = False
         if launcher == 'none' and cfg.get('experiment_name') is None:
             cfg.experiment_name = f'robustness_{uuid.uuid4().hex[:8]}'
         self.cfg, self.task = cfg, setup.task
@@ -319,7 +400,10 @@ class RobustnessSweep:
         self.fingerprint = _jsonable(dict(
             config_sha256=self.config_sha256, checkpoint_sha256=self.checkpoint_sha256,
             cfg_options=_result_options(self.cfg_options), seed=seed, protocol=protocol,
-            border=border, task=self.task))
+            border=border, task=self.task, calibration=self.calibration,
+            temperature_scaling=self.temperature_scaling))
+        self.temperature: Optional[float] = None
+        self.last_calibration: Dict[str, dict] = {}
         self.runner = None
         self._steps: list = []
 
@@ -367,17 +451,24 @@ class RobustnessSweep:
                       tag=self.tag(condition), task=self.task, **self._settings(condition),
                       metrics=metrics, result=_jsonable_result(result),
                       seconds=round(seconds, 3), fingerprint=self.fingerprint)
+        if self.calibration:
+            record['calibration'] = _jsonable(self.last_calibration)
         dump_json_atomic(record, self.condition_file(condition))
         return record
+
+    def load_records(self, conditions: Sequence[Condition]) -> Dict[Condition, dict]:
+        """``condition -> record`` of the condition files."""
+        out = {}
+        for condition in conditions:
+            with open(self.condition_file(condition), encoding='utf-8') as handle:
+                out[condition] = json.load(handle)
+        return out
 
     def load_results(self, conditions: Sequence[Condition]) -> dict:
         """``condition -> ConditionResult`` from the condition files."""
         from ..evaluation import ConditionResult
-        out = {}
-        for condition in conditions:
-            with open(self.condition_file(condition), encoding='utf-8') as handle:
-                out[condition] = ConditionResult.from_dict(json.load(handle)['result'])
-        return out
+        return {condition: ConditionResult.from_dict(record['result'])
+                for condition, record in self.load_records(conditions).items()}
 
     def provenance(self) -> dict:
         from ..evaluation import make_provenance
@@ -387,7 +478,20 @@ class RobustnessSweep:
             checkpoint_sha256=self.checkpoint_sha256, seed=self.seed, protocol=self.protocol,
             extra=_jsonable(dict(corruptions=self.corruptions, severities=self.severities,
                                  border=self.border,
-                                 cfg_options=_result_options(self.cfg_options))))
+                                 cfg_options=_result_options(self.cfg_options),
+                                 calibration=self.calibration,
+                                 temperature=self.recorded_temperature())))
+
+    def recorded_temperature(self) -> Optional[dict]:
+        """``temperature.json`` of this sweep (temperature, source, NLL before/after), or
+        None without temperature scaling."""
+        path = osp.join(self.work_dir, TEMPERATURE_FILE)
+        if not self.temperature_scaling or not osp.isfile(path):
+            return None
+        with open(path, encoding='utf-8') as handle:
+            record = json.load(handle)
+        record.pop('fingerprint', None)
+        return record
 
     # ------------------------------------------------------------------ model
     def build(self) -> None:
@@ -417,6 +521,62 @@ class RobustnessSweep:
         if not steps:
             raise SweepError('no ApplyCorruption step in the built test dataset pipeline')
         self.runner, self._steps = runner, steps
+        if self.temperature_scaling:
+            self.temperature = self._temperature()
+            for metric in self._calibration_metrics().values():
+                if metric.prefix == SCALED_CALIBRATION_PREFIX:
+                    metric.temperature = self.temperature
+
+    def _calibration_metrics(self) -> Dict[str, Any]:
+        """prefix -> the calibration metric instances of the built test evaluator."""
+        if self.runner is None or not self.calibration:
+            return {}
+        prefixes = (CALIBRATION_PREFIX, SCALED_CALIBRATION_PREFIX)
+        return {m.prefix: m for m in self.runner.test_loop.evaluator.metrics
+                if getattr(m, 'prefix', None) in prefixes and hasattr(m, 'last_details')}
+
+    def _temperature(self) -> float:
+        """The temperature fitted on clean validation pixels (``temperature.json``, reused
+        when it was fitted for the same inputs)."""
+        import torch
+        from mmengine.dist import is_main_process
+        from mmengine.evaluator import Evaluator
+        path = osp.join(self.work_dir, TEMPERATURE_FILE)
+        if not self.force and osp.isfile(path):
+            with open(path, encoding='utf-8') as handle:
+                record = json.load(handle)
+            if record.get('fingerprint') == self.fingerprint:
+                return float(record['temperature'])
+        runner, cfg = self.runner, self.cfg
+        if cfg.get('val_dataloader'):
+            source = 'val_dataloader'
+            loader = runner.build_dataloader(cfg.val_dataloader, seed=runner.seed)
+        else:  # the corruption steps are clean between conditions
+            source = 'test_dataloader (clean)'
+            loader = runner.test_loop.dataloader
+        evaluator = Evaluator([dict(type='TemperatureFitMetric', seed=self.seed)])
+        evaluator.dataset_meta = getattr(loader.dataset, 'metainfo', None)
+        model = runner.model
+        model.eval()
+        start = time.perf_counter()
+        with torch.no_grad():
+            for batch in loader:
+                evaluator.process(model.test_step(batch), batch)
+        metrics = evaluator.evaluate(len(loader.dataset))
+        temperature = float(metrics['tscale/temperature'])
+        if is_main_process():
+            from mmengine.logging import print_log
+            print_log(f'temperature fitted on {source}: T = {temperature:.4f} (NLL '
+                      f'{metrics["tscale/nll_before"]:.4f} -> {metrics["tscale/nll_after"]:.4f}, '
+                      f'{int(metrics["tscale/num_pixels"])} pixels, '
+                      f'{time.perf_counter() - start:.1f} s)', logger='current')
+            dump_json_atomic(dict(
+                temperature=temperature, source=source,
+                nll_before=float(metrics['tscale/nll_before']),
+                nll_after=float(metrics['tscale/nll_after']),
+                num_pixels=int(metrics['tscale/num_pixels']), fingerprint=self.fingerprint),
+                path)
+        return temperature
 
     def evaluate(self, condition: Condition) -> Tuple[Dict[str, float], float]:
         """Run the test loop under ``condition``: ``(metrics, seconds)``."""
@@ -431,6 +591,11 @@ class RobustnessSweep:
             for step in self._steps:
                 set_corruption(step, **self._settings(CLEAN_CONDITION))
         seconds = time.perf_counter() - start
+        # reliability data etc. of the calibration metrics (the accumulators themselves
+        # are not kept: the curves and bins are what the report needs)
+        self.last_calibration = {
+            prefix: {k: v for k, v in (metric.last_details or {}).items() if k != 'stats'}
+            for prefix, metric in self._calibration_metrics().items()}
         return {str(k): float(v) for k, v in metrics.items()}, seconds
 
     # ------------------------------------------------------------------ run
@@ -493,11 +658,13 @@ class RobustnessSweep:
         return outcome
 
     def write_report(self):
-        from ..evaluation import write_report
-        return write_report(self.work_dir, self.load_results(self.all_conditions),
-                            protocol=self.protocol, task=self.metric_task,
-                            expected_severities=self.severities,
-                            provenance=self.provenance(), plots=self.plots)
+        from ..evaluation import ConditionResult, write_report
+        records = self.load_records(self.all_conditions)
+        return write_report(
+            self.work_dir, {c: ConditionResult.from_dict(r['result']) for c, r in records.items()},
+            protocol=self.protocol, task=self.metric_task, expected_severities=self.severities,
+            provenance=self.provenance(), plots=self.plots,
+            calibration_details=_calibration_details(records))
 
     def write_manifest(self) -> str:
         index, count = self.shard
@@ -510,6 +677,14 @@ class RobustnessSweep:
             num_conditions=len(self.all_conditions), fingerprint=self.fingerprint,
             provenance=self.provenance()), path)
         return path
+
+
+def _calibration_details(records: Mapping[Condition, dict]) -> Optional[dict]:
+    """``condition -> {prefix: details}`` when every record has calibration details."""
+    details = {c: r.get('calibration') for c, r in records.items()}
+    if not details or any(not d for d in details.values()):
+        return None
+    return details
 
 
 def _jsonable_result(result) -> dict:
@@ -534,6 +709,7 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True):
         SweepError: no manifest, shards of different sweeps, missing shards or files.
     """
     from ..evaluation import ConditionResult, merge_results, write_report
+    from ..evaluation.robustness import parse_condition_key
     manifests = []
     for work_dir in work_dirs:
         if not osp.isdir(work_dir):
@@ -559,7 +735,7 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True):
     missing = sorted(set(range(count)) - present)
     if missing:
         raise SweepError(f'shards {missing} of {count} have no manifest; run them first')
-    partials, seen = [], set()
+    partials, seen, records = [], set(), {}
     for work_dir, path, data in manifests:
         if data['shard'][0] in seen:
             continue  # the same shard in two work dirs: take the first
@@ -570,7 +746,9 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True):
             if not osp.isfile(file):
                 raise SweepError(f'{path} lists {file}, which does not exist')
             with open(file, encoding='utf-8') as handle:
-                partial[key] = ConditionResult.from_dict(json.load(handle)['result'])
+                record = json.load(handle)
+            partial[key] = ConditionResult.from_dict(record['result'])
+            records[parse_condition_key(key, first['protocol'])] = record
         partials.append(partial)
     merged = merge_results(partials, protocol=first['protocol'], task=first['task'])
     if len(merged) != first['num_conditions']:
@@ -578,4 +756,5 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True):
                          f'{first["num_conditions"]}')
     return write_report(out_dir, merged, protocol=first['protocol'], task=first['task'],
                         expected_severities=first['severities'],
-                        provenance=first['provenance'], plots=plots)
+                        provenance=first['provenance'], plots=plots,
+                        calibration_details=_calibration_details(records))

@@ -1,4 +1,9 @@
 """Metrics and robustness aggregation."""
+from .calibration import PixelCalibrationStats, SegCalibrationMetric, plot_reliability_diagrams
+from .classwise_iou import ClasswiseIoUMetric, classwise_iou_metric_class
+from .compare import compare_models, write_cross_model
+from .detection_calibration import RotatedDetectionCalibrationMetric
+from .temperature import TemperatureFitMetric, fit_temperature
 from .report import (ComparisonTable, Report, build_comparison, comparison_csv_text,
                      comparison_markdown, load_condition_results, load_results_json,
                      make_provenance, package_versions, render_report_md,
@@ -11,7 +16,11 @@ from .robustness import (CLEAN_CONDITION, REOBENCH_TABLE_ORDER, TASK_METRICS, Co
                          robustness_scores)
 
 __all__ = [
-    'InProcessDOTAMetric', 'in_process_rbbox_map',
+    'PixelCalibrationStats', 'SegCalibrationMetric', 'plot_reliability_diagrams',
+    'ClasswiseIoUMetric', 'classwise_iou_metric_class', 'compare_models', 'write_cross_model',
+    'RotatedDetectionCalibrationMetric', 'TemperatureFitMetric', 'fit_temperature',
+    'InProcessDOTAMetric',
+    'in_process_rbbox_map',
     'CLEAN_CONDITION', 'REOBENCH_TABLE_ORDER', 'TASK_METRICS', 'ConditionResult',
     'RobustnessSummary', 'aggregate', 'condition_result_from_metrics', 'merge_results',
     'results_to_jsonable', 'results_from_jsonable', 'robustness_scores', 'Report',

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..fileio import atomic_write_bytes, atomic_write_text, file_sha256
-from .robustness import (CLEAN, REOBENCH_TABLE_ORDER, Condition, ConditionResult,
-                         RobustnessSummary, _jsonable, aggregate, corruption_order,
-                         engine_to_paper_name, normalize_results, results_from_jsonable,
+from .robustness import (CLEAN, CLEAN_CONDITION, REOBENCH_TABLE_ORDER, Condition,
+                         ConditionResult, RobustnessSummary, _jsonable, aggregate,
+                         corruption_order, engine_to_paper_name, normalize_results, results_from_jsonable,
                          robustness_scores)
 
 __all__ = [
@@ -42,7 +42,8 @@ __all__ = [
     'atomic_write_text', 'atomic_write_bytes', 'atomic_savefig', 'file_sha256',
     'package_versions', 'make_provenance', 'results_document', 'write_results_json',
     'results_csv_text', 'write_results_csv', 'render_report_md', 'plot_severity_curves',
-    'plot_drop_by_corruption', 'Report', 'write_report', 'load_results_json',
+    'plot_drop_by_corruption', 'plot_ece_vs_severity', 'plot_reliability_by_condition',
+    'calibration_keys', 'CALIBRATION_METRICS', 'CALIBRATION_PREFIXES', 'Report', 'write_report', 'load_results_json',
     'load_condition_results', 'summary_from_results_json', 'ComparisonTable',
     'build_comparison', 'comparison_markdown', 'comparison_csv_text', 'write_comparison'
 ]
@@ -50,6 +51,11 @@ __all__ = [
 RESULTS_FORMAT = 'reobench_mm.robustness_results/1'
 RESULT_FILES = ('results.json', 'results.csv', 'report.md')
 PLOT_FILES = ('severity_curves.png', 'drop_by_corruption.png')
+#: Calibration metrics (``SegCalibrationMetric`` / ``RotatedDetectionCalibrationMetric``
+#: names), table order, and the prefixes the sweep gives them.
+CALIBRATION_METRICS = ('ECE', 'gap', 'NLL', 'Brier', 'cwECE', 'AURC', 'eAURC', 'acc@90cov')
+CALIBRATION_PREFIXES = {'calib': 'as evaluated', 'calib_ts': 'temperature-scaled'}
+ECE_PLOT_FILE = 'ece_vs_severity.png'
 
 #: Version keys of :func:`package_versions` -> distribution names tried in order.
 VERSION_PACKAGES = {
@@ -313,9 +319,32 @@ def render_report_md(summary: RobustnessSummary,
         lines += _md_table(['Class', 'Clean', 'Avg', 'ΔTP'], rows)
         lines += ['']
 
-    if summary.extra:
+    calibration = calibration_keys(summary)
+    if calibration:
+        lines += ['## Calibration under corruption', '']
+        header = ['Metric', 'Clean'] + [column_title(c) for c in columns] + ['Avg', 'Avg − Clean']
+        rows = []
+        for key in calibration:
+            values = summary.extra[key]
+            rows.append([f'`{key}`', _fmt(values['clean'], 4)] +
+                        [_fmt(values['per_corruption'].get(c), 4) for c in columns] +
+                        [_fmt(values['avg'], 4), _fmt(values['avg'] - values['clean'], 4)])
+        lines += _md_table(header, rows)
+        lines += ['', 'Fractions, not percentages. `ECE`: expected calibration error (15 '
+                  'equal-width confidence bins; for detection the detection calibration '
+                  'error over score bins, matches at IoU 0.5); `gap`: mean confidence − '
+                  'accuracy (> 0: overconfident); `NLL`, `Brier` (summed over classes); '
+                  '`cwECE`: classwise ECE; `AURC`/`eAURC`: area under the risk–coverage '
+                  'curve and its excess over an oracle ranking; `acc@90cov`: accuracy of '
+                  'the 90 % most confident pixels. `calib_ts/`: with the temperature '
+                  'fitted on clean validation pixels' +
+                  (f' (T = {_temperature_text(prov)})' if _temperature_text(prov) else '') +
+                  '.', '']
+
+    other = {k: v for k, v in summary.extra.items() if k not in calibration}
+    if other:
         lines += ['## Other metrics', '']
-        rows = [[k, _fmt(v['clean'], 4), _fmt(v['avg'], 4)] for k, v in summary.extra.items()]
+        rows = [[k, _fmt(v['clean'], 4), _fmt(v['avg'], 4)] for k, v in other.items()]
         lines += _md_table(['Metric', 'Clean', 'Avg over corruptions'], rows)
         lines += ['']
 
@@ -334,6 +363,21 @@ def render_report_md(summary: RobustnessSummary,
         lines += _md_table(['Field', 'Value'], rows, align_left=2)
         lines += ['']
     return '\n'.join(lines)
+
+
+def calibration_keys(summary: RobustnessSummary) -> List[str]:
+    """The calibration metrics among ``summary.extra`` (``calib/ECE``, ...,
+    ``calib_ts/ECE``, ...), in table order."""
+    return [f'{prefix}/{name}' for prefix in CALIBRATION_PREFIXES
+            for name in CALIBRATION_METRICS if f'{prefix}/{name}' in summary.extra]
+
+
+def _temperature_text(provenance: Mapping[str, Any]) -> Optional[str]:
+    """The fitted temperature the sweep records in ``provenance['extra']``."""
+    record = (provenance.get('extra') or {}).get('temperature')
+    if not isinstance(record, Mapping) or record.get('temperature') is None:
+        return None
+    return f'{record["temperature"]:.3f}, from {record.get("source", "clean data")}'
 
 
 # ----------------------------------------------------------------------------------
@@ -401,6 +445,56 @@ def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
         plt.close(fig)
 
 
+def plot_ece_vs_severity(summary: RobustnessSummary, path: str) -> str:
+    """``ece_vs_severity.png``: ECE against severity (0 = clean) per corruption, one
+    panel per calibration prefix present (as evaluated, temperature-scaled)."""
+    prefixes = [p for p in CALIBRATION_PREFIXES if f'{p}/ECE' in summary.extra]
+    if not prefixes:
+        raise ValueError('the summary has no calibration metrics (calib/ECE)')
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(prefixes), figsize=(6.5 * len(prefixes), 4.5),
+                             squeeze=False, sharey=True)
+    try:
+        cmap = plt.get_cmap('tab20')
+        for ax, prefix in zip(axes[0], prefixes):
+            key = f'{prefix}/ECE'
+            clean = summary.conditions[CLEAN_CONDITION].extra[key]
+            for i, name in enumerate(summary.corruptions):
+                points = sorted((s, r.extra[key]) for (n, s), r in summary.conditions.items()
+                                if n == name)
+                ax.plot([0] + [s for s, _ in points], [clean] + [v for _, v in points],
+                        marker='o', markersize=4, linewidth=1.4, color=cmap(i % 20),
+                        label=name)
+            ax.axhline(clean, color='black', linestyle='--', linewidth=1.0,
+                       label=f'clean ({clean:.4f})')
+            ax.set_xticks([0] + list(summary.severities))
+            ax.set_xlabel('severity (0 = clean)')
+            ax.set_ylabel('ECE')
+            ax.set_title(f'{key}: {CALIBRATION_PREFIXES[prefix]}')
+            ax.grid(True, alpha=0.3)
+        axes[0][-1].legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8,
+                           frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_reliability_by_condition(summary: RobustnessSummary,
+                                  details: Mapping[Any, Mapping[str, Any]], path: str,
+                                  prefix: str = 'calib') -> str:
+    """Reliability diagrams of the clean condition and of the strongest evaluated
+    severity of each corruption, from the calibration details of each condition
+    (``{condition: {prefix: details}}`` as the sweep records them)."""
+    from .calibration import plot_reliability_diagrams
+    panels = {'clean': details[CLEAN_CONDITION][prefix]}
+    for name in summary.corruptions:
+        strongest = max(s for (n, s) in details if n == name)
+        panels[f'{name} @ {strongest}'] = details[(name, strongest)][prefix]
+    return plot_reliability_diagrams(
+        panels, path, title=f'Reliability: clean vs the strongest severity ({prefix}, '
+        f'{CALIBRATION_PREFIXES.get(prefix, prefix)})')
+
+
 # ----------------------------------------------------------------------------------
 # One model
 # ----------------------------------------------------------------------------------
@@ -416,11 +510,19 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                  metric: Optional[str] = None,
                  expected_severities: Optional[Sequence[int]] = None,
                  provenance: Optional[Mapping[str, Any]] = None,
-                 plots: bool = True) -> Report:
+                 plots: bool = True,
+                 calibration_details: Optional[Mapping[Any, Mapping[str, Any]]] = None
+                 ) -> Report:
     """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
     ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
     ``drop_by_corruption.png`` into ``out_dir``. A ready
-    :class:`RobustnessSummary` is accepted too."""
+    :class:`RobustnessSummary` is accepted too.
+
+    With calibration metrics in the results (``calib/ECE``, ...) the report gains a
+    calibration table and ``ece_vs_severity.png``; with ``calibration_details``
+    (``{condition: {prefix: details with 'reliability'}}``, as the sweep records them)
+    also ``reliability_diagrams.png`` (and ``reliability_diagrams_ts.png`` for the
+    temperature-scaled metrics): clean vs the strongest severity of each corruption."""
     if isinstance(results, RobustnessSummary):
         summary = results
     else:
@@ -437,8 +539,18 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
             summary, path('severity_curves.png'))
         report.files['drop_by_corruption.png'] = plot_drop_by_corruption(
             summary, path('drop_by_corruption.png'))
+        if any(f'{p}/ECE' in summary.extra for p in CALIBRATION_PREFIXES):
+            report.files[ECE_PLOT_FILE] = plot_ece_vs_severity(summary, path(ECE_PLOT_FILE))
+        if calibration_details:
+            available = set.intersection(*(set(d) for d in calibration_details.values()))
+            for prefix in CALIBRATION_PREFIXES:
+                if prefix in available:
+                    name = 'reliability_diagrams' + ('' if prefix == 'calib' else '_ts') + '.png'
+                    report.files[name] = plot_reliability_by_condition(
+                        summary, calibration_details, path(name), prefix)
+    plot_files = [name for name in report.files if name.endswith('.png')]
     report.files['report.md'] = atomic_write_text(
-        path('report.md'), render_report_md(summary, provenance, PLOT_FILES if plots else ()))
+        path('report.md'), render_report_md(summary, provenance, plot_files))
     return report
 
 

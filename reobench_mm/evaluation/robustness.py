@@ -282,7 +282,8 @@ def condition_result_from_metrics(metrics: Mapping[str, Any], task: str,
             from ``IoUMetric``'s class table). Keys ``'IoU.<class>'`` / ``'AP.<class>'``
             in ``metrics`` are read too (scaled like the task metric).
         metric_key: the key of the task metric (default: the task's keys, e.g.
-            ``'mIoU'``, ``'dota/mAP'`` then ``'mAP'``).
+            ``'mIoU'``, ``'dota/mAP'`` then ``'mAP'``). Per-class keys carry the same
+            evaluator prefix (``'dota/AP.<class>'`` beside ``'dota/mAP'``).
         scale: factor to 0-100 (default: the task's, 1 for ``mIoU``, 100 for ``mAP``).
 
     Every other numeric entry goes to ``extra`` unchanged.
@@ -301,7 +302,9 @@ def condition_result_from_metrics(metrics: Mapping[str, Any], task: str,
         raise ValueError(f'metric {key!r} = {metrics[key]!r} times scale {scale:g} is '
                          f'{value:g}, outside 0..100; pass scale= matching the '
                          "evaluator's output")
-    prefix = spec.per_class_name + '.'
+    # per-class keys carry the task metric's evaluator prefix: 'dota/mAP' -> 'dota/AP.<class>'
+    evaluator_prefix = key.rpartition('/')[0] + '/' if '/' in key else ''
+    prefix = evaluator_prefix + spec.per_class_name + '.'
     found = {k[len(prefix):]: _as_float(v, k) * scale for k, v in metrics.items()
              if isinstance(k, str) and k.startswith(prefix)}
     if per_class is not None:

@@ -15,13 +15,14 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator, List, Optional, Sequence, Union
 
+import numpy as np
 from mmengine.evaluator import BaseMetric
 
 from ..registry import METRICS
 
 __all__ = ['InProcessDOTAMetric', 'in_process_rbbox_map']
 
-_PATCH_LOCK = threading.Lock()
+_PATCH_LOCK = threading.RLock()
 
 
 class _SerialPool:
@@ -53,13 +54,36 @@ def in_process_rbbox_map() -> Iterator[None]:
             mean_ap.get_context = original
 
 
+@contextmanager
+def _recording_eval_rbbox_map(calls: List[list]) -> Iterator[None]:
+    """Within the block, ``DOTAMetric``'s calls of ``eval_rbbox_map`` append their
+    per-class results (the list ``DOTAMetric`` discards) to ``calls``."""
+    from mmrotate.evaluation.metrics import dota_metric
+    with _PATCH_LOCK:
+        original = dota_metric.eval_rbbox_map
+
+        def recording(*args, **kwargs):
+            mean_ap, per_class = original(*args, **kwargs)
+            calls.append(per_class)
+            return mean_ap, per_class
+
+        dota_metric.eval_rbbox_map = recording
+        try:
+            yield
+        finally:
+            dota_metric.eval_rbbox_map = original
+
+
 @METRICS.register_module()
 class InProcessDOTAMetric(BaseMetric):
     """MMRotate's ``DOTAMetric`` (same arguments, same numbers, prefix ``dota``) whose mAP
     is computed in this process instead of a fresh pool of 4 spawned processes.
 
     Wraps a ``DOTAMetric`` built on construction (so importing reobench_mm does not
-    import MMRotate); ``in_process=False`` keeps MMRotate's pool.
+    import MMRotate); ``in_process=False`` keeps MMRotate's pool. With ``classwise=True``
+    (default) the metrics also hold ``'AP.<class>'``, the per-class AP that ``DOTAMetric``
+    computes and only logs (averaged over ``iou_thrs`` like ``mAP``; not with
+    ``scale_ranges``).
     """
     default_prefix: Optional[str] = 'dota'
 
@@ -69,7 +93,7 @@ class InProcessDOTAMetric(BaseMetric):
                  format_only: bool = False, outfile_prefix: Optional[str] = None,
                  merge_patches: bool = False, iou_thr: float = 0.1,
                  eval_mode: str = '11points', in_process: bool = True,
-                 collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
+                 classwise: bool = True, collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
         if eval_mode not in ('11points', 'area'):
             raise ValueError(f"eval_mode must be '11points' or 'area', got {eval_mode!r}")
@@ -80,6 +104,7 @@ class InProcessDOTAMetric(BaseMetric):
                                 iou_thr=iou_thr, eval_mode=eval_mode,
                                 collect_device=collect_device, prefix=prefix)
         self.in_process = in_process
+        self.classwise = classwise
 
     @property
     def dataset_meta(self) -> Optional[dict]:
@@ -96,7 +121,26 @@ class InProcessDOTAMetric(BaseMetric):
         self.inner.results.clear()
 
     def compute_metrics(self, results: list) -> dict:
-        if not self.in_process:
-            return self.inner.compute_metrics(results)
-        with in_process_rbbox_map():
-            return self.inner.compute_metrics(results)
+        calls: List[list] = []
+        with _recording_eval_rbbox_map(calls):
+            if self.in_process:
+                with in_process_rbbox_map():
+                    metrics = self.inner.compute_metrics(results)
+            else:
+                metrics = self.inner.compute_metrics(results)
+        if self.classwise and calls and self.inner.scale_ranges is None:
+            metrics.update(self._per_class_ap(calls))
+        return metrics
+
+    def _per_class_ap(self, calls: List[list]) -> dict:
+        """``'AP.<class>'``: the AP of each class averaged over the IoU thresholds like
+        ``mAP`` (a fraction; NaN for a class without ground truth, which ``mAP`` skips)."""
+        names = self.dataset_meta['classes']
+        out = {}
+        for index, name in enumerate(names):
+            values = [per_class[index]['ap'] for per_class in calls]
+            if any(per_class[index]['num_gts'] == 0 for per_class in calls):
+                out[f'AP.{name}'] = float('nan')
+            else:
+                out[f'AP.{name}'] = float(np.mean(values))
+        return out
