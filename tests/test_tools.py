@@ -49,37 +49,54 @@ def test_make_demo_data_tool(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_trains_evaluates_and_reuses(tmp_path):
+def test_demo_trains_sweeps_and_reuses(tmp_path):
     args = [sys.executable, 'tools/demo.py', '--data-root', str(tmp_path / 'data'),
             '--work-dir', str(tmp_path / 'work'), '--iters', '4', '--det-iters', '2',
-            '--corruption', 'gaussian_noise', '--severity', '5']
+            '--corruptions', 'gaussian_noise', '--severities', '5']
     first = _run(args)
     assert 'segmentation: training the tiny model for 4 iterations' in first
     assert 'detection: training the tiny model for 2 iterations' in first
     assert '>>>' in first, 'a progress bar is drawn'
-    for line in ('segmentation, clean: mIoU', 'segmentation, gaussian_noise_s5: mIoU',
-                 'detection, clean: mAP', 'detection, gaussian_noise_s5: mAP'):
-        assert f'[demo] {line}' in first
+    for task in ('segmentation', 'detection'):
+        assert f'[demo] {task}: robustness sweep over 2 conditions' in first
+        assert f'[demo] {task}: 2 conditions evaluated, 0 reused' in first
+    tables = _tables(first)
+    assert set(tables) == {'segmentation', 'detection'}
+    for task, metric, folder in (('segmentation', 'mIoU', 'seg'), ('detection', 'mAP', 'det')):
+        lines = tables[task]
+        assert lines[0].split() == ['Clean', 'Gaussian', 'Noise', 'Avg', 'ΔTP']
+        assert lines[1].split()[0] == metric and lines[2].split()[0] == 'ECE'
+        report = tmp_path / 'work' / folder / 'robustness' / 'report.md'
+        assert lines[3].strip() == f'report: {report}' and report.is_file()
+        with open(report.parent / 'results.json') as f:
+            numbers = json.load(f)['numbers']
+        assert [c['condition'] for c in numbers['conditions']] == ['clean', 'gaussian_noise@5']
+        assert numbers['per_class'] is not None and 'calib/ECE' in numbers['extra']
+        assert lines[1].split()[1] == f"{numbers['clean']:.2f}"
+    assert (tmp_path / 'work' / 'seg' / 'robustness' / 'temperature.json').is_file()
+
     second = _run(args)
     assert 'data: reusing' in second and 'segmentation: reusing' in second
     assert 'detection: reusing' in second
-    with open(tmp_path / 'work' / 'segmentation_metrics.json') as f:
-        metrics = json.load(f)
-    assert set(metrics) == {'clean', 'gaussian_noise_s5'}
-    # the same seed gives the same corrupted evaluation when the model is reused
-    assert _summary(first)['segmentation'] == _summary(second)['segmentation']
+    assert '[demo] segmentation: 0 conditions evaluated, 2 reused' in second
+    assert _tables(second) == tables
 
 
-def _summary(output):
-    lines = [line for line in output.splitlines() if line.startswith('  segmentation')
-             or line.startswith('  detection')]
-    return {line.split()[0]: line for line in lines}
+def _tables(output):
+    """task -> the lines of its printed table (header, metric, ECE, report path)."""
+    lines = output.splitlines()
+    tables = {}
+    for index, line in enumerate(lines):
+        if line in ('  segmentation:', '  detection:'):
+            tables[line.strip(' :')] = lines[index + 1:index + 5]
+    return tables
 
 
 def test_demo_rejects_unknown_corruptions():
-    result = subprocess.run([sys.executable, 'tools/demo.py', '--corruption', 'fog'],
+    result = subprocess.run([sys.executable, 'tools/demo.py', '--corruptions', 'fog'],
                             capture_output=True, text=True)
-    assert result.returncode == 2 and 'valid' in result.stderr
+    assert result.returncode == 2 and 'unknown corruption' in result.stderr
+    assert 'gaussian_noise' in result.stderr  # the valid names are listed
 
 
 def test_corruption_speed_benchmark_runs():

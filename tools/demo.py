@@ -2,12 +2,15 @@
 
 Generate the demo data (skipped when present and identical), train the tiny UperNet on
 the synthetic Potsdam tiles and the tiny Oriented R-CNN on the synthetic DIOR-R scenes
-(each reused when its checkpoint exists), evaluate each on the clean test images and
-under one corruption, and print both metrics.
+(each reused when its checkpoint exists), then run the robustness sweep for each: clean
+and every corruption × severity (default: the 12 REOBench corruptions × 5 severities),
+with per-class scores and calibration (for segmentation also with a temperature fitted
+on clean pixels). Prints the paper-layout table of each task and the path of its
+``report.md``. A rerun reuses the models and the finished conditions.
 
     python tools/demo.py [--data-root data/demo] [--work-dir work_dirs/demo]
-                         [--iters N] [--det-iters N] [--corruption cloud] [--severity 3]
-                         [--seed 0] [--retrain]
+                         [--iters N] [--det-iters N] [--corruptions NAME|GROUP ...]
+                         [--severities K ...] [--seed 0] [--no-calibration] [--retrain]
 """
 import argparse
 import copy
@@ -15,16 +18,18 @@ import json
 import os.path as osp
 import sys
 import time
-from typing import NamedTuple
+import warnings
+from typing import List, NamedTuple
 
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from reobench_mm.apis import (check_corruption_args, corruption_tag, dump_json_atomic,
-                              insert_corruption)
+from reobench_mm.apis.sweep import (RobustnessSweep, SweepError, select_corruptions,
+                                    select_severities)
 from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
                                             tree_digest)
 from reobench_mm.engine import rescale_iter_schedule
+from reobench_mm.evaluation.report import column_title
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SEG_CONFIG = osp.join(ROOT, 'configs', 'demo',
@@ -41,21 +46,25 @@ def parse_args() -> argparse.Namespace:
                         help="segmentation training iterations (default: the config's, 600)")
     parser.add_argument('--det-iters', type=int, default=300,
                         help='detection training iterations (default 300)')
-    parser.add_argument('--corruption', default='cloud',
-                        help='the corruption evaluated besides clean (default cloud)')
-    parser.add_argument('--severity', type=int, default=3, help='its severity (default 3)')
+    parser.add_argument('--corruptions', nargs='+', default=['all'], metavar='NAME',
+                        help='corruption names or groups of the sweep (default: all 12)')
+    parser.add_argument('--severities', nargs='+', type=int, default=[1, 2, 3, 4, 5],
+                        metavar='K', help='severities of the sweep (default 1-5)')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--no-calibration', action='store_true',
+                        help='no calibration metrics and no temperature scaling')
     parser.add_argument('--retrain', action='store_true',
-                        help='train again even if a checkpoint exists')
+                        help='train again (and evaluate again) even if a checkpoint exists')
     args = parser.parse_args()
     for option in ('iters', 'det_iters'):
         value = getattr(args, option)
         if value is not None and value < 1:
             parser.error(f"--{option.replace('_', '-')} must be >= 1, got {value}")
     try:
-        check_corruption_args(args.corruption, args.severity, args.seed)
-    except (KeyError, ValueError) as err:
-        parser.error(str(err).strip('"'))
+        args.corruptions = select_corruptions(args.corruptions)
+        args.severities = select_severities(args.severities)
+    except SweepError as err:
+        parser.error(str(err))
     return args
 
 
@@ -92,68 +101,105 @@ class DemoTask(NamedTuple):
     config: str
     data_subdir: str  # under --data-root
     work_subdir: str  # under --work-dir
-    metric: str  # key in the evaluator's output
-    label: str  # printed name of the metric
-    scale: float  # evaluator value -> printed percentage
 
 
 TASKS = (
-    DemoTask('segmentation', SEG_CONFIG, 'potsdam', 'seg', 'mIoU', 'mIoU', 1.0),
-    DemoTask('detection', DET_CONFIG, 'dior', 'det', 'dota/mAP', 'mAP', 100.0),
+    DemoTask('segmentation', SEG_CONFIG, 'potsdam', 'seg'),
+    DemoTask('detection', DET_CONFIG, 'dior', 'det'),
 )
 
 
-def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> dict:
-    """Train (or reuse) the tiny model of one task, then evaluate it clean and under
-    ``args.corruption`` at ``args.severity``; returns both metric dicts."""
-    name = task.name
+def train_or_reuse(task: DemoTask, args: argparse.Namespace, data_changed: bool):
+    """Train the tiny model of ``task`` unless its checkpoint exists; returns
+    ``(checkpoint, trained now)``."""
     cfg = Config.fromfile(task.config)
     cfg.work_dir = osp.join(args.work_dir, task.work_subdir)
     cfg.randomness = dict(seed=args.seed, deterministic=False)
     cfg.log_level = 'WARNING'
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         cfg[loader].dataset.data_root = osp.join(args.data_root, task.data_subdir)
-    iters = (args.iters if name == 'segmentation' else args.det_iters) \
+    iters = (args.iters if task.name == 'segmentation' else args.det_iters) \
         or cfg.train_cfg.max_iters
     rescale_iter_schedule(cfg, iters)
     checkpoint = osp.join(cfg.work_dir, f'iter_{iters}.pth')
     if args.retrain or data_changed or not osp.isfile(checkpoint):
-        print(f'[demo] {name}: training the tiny model for {iters} iterations '
+        print(f'[demo] {task.name}: training the tiny model for {iters} iterations '
               f'(config {osp.relpath(task.config, ROOT)})')
         start = time.time()
         Runner.from_cfg(copy.deepcopy(cfg)).train()
-        print(f'[demo] {name}: trained in {time.time() - start:.0f}s -> {checkpoint}')
-    else:
-        print(f'[demo] {name}: reusing {checkpoint} (--retrain to train again)')
-    cfg.load_from = checkpoint
-    results = {}
-    for corruption, severity in (('clean', 0), (args.corruption, args.severity)):
-        test_cfg = insert_corruption(copy.deepcopy(cfg), corruption, severity, seed=args.seed)
-        tag = corruption_tag(corruption, severity, args.seed)
-        start = time.time()
-        metrics = Runner.from_cfg(test_cfg).test()
-        results[tag] = {k: float(v) for k, v in metrics.items()}
-        value = metrics[task.metric] * task.scale
-        print(f'[demo] {name}, {tag}: {task.label} {value:.2f} ({time.time() - start:.0f}s)')
-        sys.stdout.flush()
-    dump_json_atomic(results, osp.join(args.work_dir, f'{name}_metrics.json'))
-    return results
+        print(f'[demo] {task.name}: trained in {time.time() - start:.0f}s -> {checkpoint}')
+        return checkpoint, True
+    print(f'[demo] {task.name}: reusing {checkpoint} (--retrain to train again)')
+    return checkpoint, False
+
+
+def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> str:
+    """Train (or reuse) the model of one task and sweep it; returns the results.json."""
+    checkpoint, trained = train_or_reuse(task, args, data_changed)
+    data_root = osp.join(args.data_root, task.data_subdir)
+    options = {'log_level': 'WARNING', 'test_dataloader.dataset.data_root': data_root,
+               'val_dataloader.dataset.data_root': data_root}
+    calibration = not args.no_calibration
+    sweep = RobustnessSweep(
+        task.config, checkpoint, corruptions=args.corruptions, severities=args.severities,
+        seed=args.seed, work_dir=osp.join(args.work_dir, task.work_subdir, 'robustness'),
+        cfg_options=options, force=trained, calibration=calibration,
+        temperature_scaling=calibration and task.name == 'segmentation')
+    count = len(sweep.conditions)
+    print(f'[demo] {task.name}: robustness sweep over {count} conditions (clean + '
+          f'{len(args.corruptions)} corruptions x {len(args.severities)} severities)')
+    sys.stdout.flush()
+    outcome = sweep.run()
+    print(f'[demo] {task.name}: {len(outcome.evaluated)} conditions evaluated, '
+          f'{len(outcome.skipped)} reused, {outcome.wall_seconds:.0f}s')
+    return outcome.report_files['results.json']
+
+
+def paper_table(results_json: str) -> List[str]:
+    """The REOBench-layout row of one results.json as aligned text lines (Clean,
+    corruption columns, Avg, ΔTP; ECE clean and average below when present)."""
+    with open(results_json, encoding='utf-8') as handle:
+        numbers = json.load(handle)['numbers']
+    names = list(numbers['per_corruption'])
+    header = ['Clean'] + [column_title(n) for n in names] + ['Avg', 'ΔTP']
+    row = [numbers['clean']] + [numbers['per_corruption'][n]['mean'] for n in names] + \
+        [numbers['avg'], numbers['delta_tp']]
+    lines = [numbers['metric']]
+    ece = numbers['extra'].get('calib/ECE')
+    if ece:
+        lines.append('ECE')
+        row_ece = [ece['clean']] + [ece['per_corruption'][n] for n in names] + \
+            [ece['avg'], ece['avg'] - ece['clean']]
+    widths = [max(len(h), 6) for h in header]
+    label = max(len(x) for x in lines)
+    out = [' ' * label + '  ' + '  '.join(h.rjust(w) for h, w in zip(header, widths))]
+    out.append(lines[0].ljust(label) + '  ' +
+               '  '.join(f'{v:.2f}'.rjust(w) for v, w in zip(row, widths)))
+    if ece:
+        out.append('ECE'.ljust(label) + '  ' +
+                   '  '.join(f'{v:.3f}'.rjust(w) for v, w in zip(row_ece, widths)))
+    return out
 
 
 def main() -> None:
     args = parse_args()
+    # two warnings MMDetection/MMRotate print for every test batch of a rotated detector
+    for message in ('The `clip` function does nothing in `RotatedBoxes`',
+                    'Creating a tensor from a list of numpy.ndarrays is extremely slow'):
+        warnings.filterwarnings('ignore', message=message)
     start = time.time()
     data_changed = ensure_demo_data(args.data_root, args.seed)
-    summary = {}
+    reports = {}
     for task in TASKS:
-        results = run_task(task, args, data_changed)
-        summary[task] = [(tag, values[task.metric] * task.scale)
-                         for tag, values in results.items()]
-    print(f'[demo] summary ({time.time() - start:.0f}s in all):')
-    for task, rows in summary.items():
-        print(f'  {task.name:12s} '
-              + '   '.join(f'{tag}: {task.label} {value:.2f}' for tag, value in rows))
-    print(f'[demo] metrics written to {args.work_dir}/{{segmentation,detection}}_metrics.json')
+        reports[task.name] = run_task(task, args, data_changed)
+    print(f'[demo] done in {time.time() - start:.0f}s. Paper-layout tables (mean over '
+          f'severities {", ".join(map(str, args.severities))}; ΔTP = Clean - Avg; '
+          'ECE row: clean, per corruption, Avg, Avg - Clean):')
+    for name, results_json in reports.items():
+        print(f'\n  {name}:')
+        for line in paper_table(results_json):
+            print('    ' + line)
+        print(f"    report: {osp.join(osp.dirname(results_json), 'report.md')}")
 
 
 if __name__ == '__main__':
