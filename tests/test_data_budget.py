@@ -17,11 +17,9 @@ from mmengine.runner import Runner
 from scipy.stats import kendalltau
 
 import reobench_mm  # noqa: F401  (registration)
-from reobench_mm.apis.data_budget import (DATA_BUDGET_FILES,
-                                          calibration_evaluator_options,
-                                          data_budget_csv_text, data_budget_markdown,
-                                          kendall_tau_by_fraction, run_data_budget,
-                                          write_data_budget_report)
+from reobench_mm.apis.data_budget import (DATA_BUDGET_FILES, data_budget_csv_text,
+                                          data_budget_markdown, kendall_tau_by_fraction,
+                                          run_data_budget, write_data_budget_report)
 from reobench_mm.datasets.subset import (FractionDataset, apply_data_fraction,
                                          subset_indices)
 from reobench_mm.evaluation.report import load_results_json
@@ -232,15 +230,6 @@ def test_report_files_from_rows(tmp_path):
         assert float(line['ece_haze@3']) == row['ece_conditions']['haze@3']
     markdown = data_budget_markdown(doc)
     assert 'τ ECE clean' in markdown and markdown.count('\n| A |') == 2
-
-
-def test_calibration_evaluator_options():
-    seg = calibration_evaluator_options(SEG_DEMO_CONFIG)
-    assert [m['type'] for m in seg['test_evaluator']] == ['IoUMetric', 'SegCalibrationMetric']
-    det = calibration_evaluator_options(DET_DEMO_CONFIG)
-    assert [m['type'] for m in det['test_evaluator']] == [
-        'InProcessDOTAMetric', 'RotatedDetectionCalibrationMetric']
-    assert calibration_evaluator_options(SEG_DEMO_CONFIG, seg) == {}
 
 
 def test_bad_inputs(tmp_path):

@@ -433,3 +433,31 @@ def test_calibration_and_temperature_scaling_in_the_sweep(full_sweep, seg_model,
                             severities=[1, 5], work_dir=work_dir, cfg_options=options,
                             temperature_scaling=True)
     assert sweep.run().evaluated == []
+
+
+def _free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_numbers_of_one(full_sweep, seg_model, tmp_path):
+    """torchrun with 2 processes (gloo on a CPU-only machine): MMEngine's sampler splits
+    the 3 test images over the ranks (padding one), the metrics gather and trim them,
+    and every number equals the single-process sweep."""
+    reference_dir = full_sweep[0]
+    checkpoint, data_root = seg_model
+    work_dir = str(tmp_path / 'two_processes')
+    command = ['-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_addr',
+               '127.0.0.1', '--master_port', str(_free_port()),
+               *_sweep_command(checkpoint, data_root, work_dir, '--launcher', 'pytorch')]
+    output = _run_together(command)[0]
+    assert '5 conditions evaluated, 0 skipped' in output, output[-3000:]
+    documents = []
+    for folder in (work_dir, reference_dir):
+        with open(osp.join(folder, 'results.json')) as handle:
+            documents.append(json.load(handle)['numbers'])
+    assert documents[0] == documents[1]
+    assert documents[0]['per_class'] is not None

@@ -29,8 +29,6 @@ ranking at the largest fraction:
 from __future__ import annotations
 
 import csv
-import importlib
-import inspect
 import io
 import json
 import math
@@ -52,7 +50,7 @@ __all__ = [
     'DATA_BUDGET_FORMAT', 'DEFAULT_FRACTIONS', 'DATA_BUDGET_FILES', 'ECE_KEY',
     'run_data_budget', 'check_fractions', 'fraction_dirname', 'budget_row',
     'kendall_tau_by_fraction', 'data_budget_markdown', 'data_budget_csv_text',
-    'plot_data_budget', 'write_data_budget_report', 'calibration_evaluator_options'
+    'plot_data_budget', 'write_data_budget_report'
 ]
 
 DATA_BUDGET_FORMAT = 'reobench_mm.data_budget/1'
@@ -63,12 +61,6 @@ DEFAULT_FRACTIONS = (0.01, 0.1, 0.25, 0.5, 0.75)
 DATA_BUDGET_FILES = ('data_budget.json', 'data_budget.csv', 'data_budget.md',
                      'data_budget.png')
 ECE_KEY = 'calib/ECE'
-#: Calibration metric per task (the ``calib/ECE`` of each condition's ``extra``).
-CALIBRATION_METRICS = {
-    SEGMENTATION: ('SegCalibrationMetric', 'reobench_mm.evaluation.calibration'),
-    'rotated_detection': ('RotatedDetectionCalibrationMetric',
-                          'reobench_mm.evaluation.detection_calibration'),
-}
 #: Ranked quantities of the several-model τ: row key -> title.
 MODEL_TAU_KEYS = {'clean': 'clean', 'corrupted_avg': 'corrupted avg',
                   'ece_clean': 'ECE clean', 'ece_corrupted_avg': 'ECE corrupted avg'}
@@ -110,31 +102,6 @@ def _mean_or_none(values: Sequence[Optional[float]]) -> Optional[float]:
     if not values or any(v is None for v in values):
         return None
     return float(np.mean(values))
-
-
-def calibration_evaluator_options(config: str, cfg_options: Optional[dict] = None) -> dict:
-    """``cfg_options`` that add the task's calibration metric to the test evaluator:
-    ``{'test_evaluator': [<the evaluator's metrics>, dict(type='SegCalibrationMetric')]}``
-    for segmentation (``RotatedDetectionCalibrationMetric`` for rotated detection); empty
-    when the evaluator already has it."""
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    metric_type, module = CALIBRATION_METRICS[infer_task(cfg)]
-    importlib.import_module(module)  # registers the metric
-    evaluator = cfg.get('test_evaluator')
-    if evaluator is None:
-        raise ValueError(f'{config} has no test_evaluator to add {metric_type} to')
-    if isinstance(evaluator, dict) and 'metrics' in evaluator and 'type' not in evaluator:
-        metrics = evaluator['metrics']
-        metrics = list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]
-    else:
-        metrics = list(evaluator) if isinstance(evaluator, (list, tuple)) else [evaluator]
-    names = {str(m.get('type', '')).rsplit('.', 1)[-1] for m in metrics if isinstance(m, dict)}
-    if metric_type in names:
-        return {}
-    return {'test_evaluator': [dict(m) if isinstance(m, dict) else m for m in metrics]
-            + [dict(type=metric_type)]}
 
 
 # ----------------------------------------------------------------------------- rows, τ
@@ -416,10 +383,6 @@ def _train(config: str, model: str, fraction: float, seed: int, run_dir: str,
                 full_train_images=dataset.full_len)
 
 
-def _sweep_supports_calibration() -> bool:
-    return 'calibration' in inspect.signature(RobustnessSweep).parameters
-
-
 def _run_fraction(config: str, model: str, fraction: float, *, seed: int, work_dir: str,
                   iters: Optional[int], cfg_options: dict, train_settings: dict,
                   sweep_kwargs: dict, eval_settings: dict, resume: bool) -> tuple:
@@ -529,16 +492,10 @@ def run_data_budget(configs: Sequence[str],
     if len(set(tasks.values())) > 1:
         raise ValueError(f'all configs must be of one task, got {tasks}')
 
-    native_calibration = _sweep_supports_calibration()
-    if calibration:
-        # the metric's module registers it (whichever side adds it to the evaluator)
-        importlib.import_module(CALIBRATION_METRICS[tasks[configs[0]]][1])
     status: Dict[str, str] = {}
     rows, results_files = [], {}
     for config, model in zip(configs, models):
         sweep_options = dict(cfg_options)
-        if calibration and not native_calibration:
-            sweep_options.update(calibration_evaluator_options(config, cfg_options))
         train_settings = _jsonable(dict(config=osp.abspath(config),
                                         config_sha256=file_sha256(config), seed=seed,
                                         iters=iters, cfg_options=cfg_options))
@@ -546,9 +503,8 @@ def run_data_budget(configs: Sequence[str],
                                        seed=seed, calibration=bool(calibration),
                                        cfg_options=sweep_options))
         sweep_kwargs = dict(corruptions=corruptions, severities=severities, seed=seed,
-                            cfg_options=sweep_options, plots=False)
-        if native_calibration:
-            sweep_kwargs['calibration'] = bool(calibration)
+                            cfg_options=sweep_options, plots=False,
+                            calibration=bool(calibration))
         for fraction in fractions:
             key = f'{model}@{fraction:g}'
             record, status[key] = _run_fraction(

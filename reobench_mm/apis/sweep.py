@@ -494,6 +494,27 @@ class RobustnessSweep:
         return record
 
     # ------------------------------------------------------------------ model
+    def _init_distributed(self) -> None:
+        """Join the process group of a multi-process launch (before the condition files
+        are checked, so that rank 0 decides what is left to do for every rank).
+
+        MMEngine's ``pytorch`` launcher selects a CUDA device; on a machine without one
+        the processes started by ``torchrun`` join a ``gloo`` group instead, and the
+        model is wrapped without device ids, so a CPU-only machine runs multi-process
+        sweeps too.
+        """
+        from mmengine.dist import init_dist, is_distributed
+        if self.launcher == 'none' or is_distributed():
+            return
+        import torch
+        if self.launcher == 'pytorch' and not torch.cuda.is_available():
+            torch.distributed.init_process_group(backend='gloo')  # env:// (torchrun)
+            if self.cfg.get('model_wrapper_cfg') is None:
+                self.cfg.model_wrapper_cfg = dict(type='MMDistributedDataParallel',
+                                                  device_ids=None)
+        else:
+            init_dist(self.launcher, **dict(self.cfg.get('env_cfg', {}).get('dist_cfg', {})))
+
     def build(self) -> None:
         """Build the runner, the model and the test loop once; load the checkpoint.
 
@@ -502,6 +523,7 @@ class RobustnessSweep:
         """
         if self.runner is not None:
             return
+        self._init_distributed()
         from mmengine.registry import RUNNERS
         from mmengine.runner import Runner
         cfg = self.cfg
@@ -621,6 +643,7 @@ class RobustnessSweep:
 
         start = time.perf_counter()
         outcome = SweepOutcome(self.work_dir, list(self.conditions))
+        self._init_distributed()
         todo = self._todo()
         outcome.skipped = [c for c in self.conditions if c not in todo]
         main = is_main_process()
