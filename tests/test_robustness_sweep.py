@@ -461,3 +461,35 @@ def test_two_processes_give_the_numbers_of_one(full_sweep, seg_model, tmp_path):
             documents.append(json.load(handle)['numbers'])
     assert documents[0] == documents[1]
     assert documents[0]['per_class'] is not None
+
+
+@pytest.mark.slow
+def test_decoding_once_for_all_conditions_changes_no_number(full_sweep, seg_model, tmp_path):
+    """The decode cache (default) against decoding per condition, in process and with
+    forked workers that inherit the filled cache."""
+    reference_dir = full_sweep[0]
+    checkpoint, data_root = seg_model
+    options, _ = _options(data_root)
+    workers = dict(options, **{'test_dataloader.num_workers': 2})
+    for name, cache_bytes, cfg_options in (('uncached', 0, options),
+                                           ('cached_workers', 2 * 1024**3, workers)):
+        sweep = RobustnessSweep(SEG_DEMO_CONFIG, checkpoint, corruptions=['rotate'],
+                                severities=[5], work_dir=str(tmp_path / name),
+                                cfg_options=cfg_options, decode_cache_bytes=cache_bytes)
+        sweep.run()
+        if cache_bytes:
+            (cache, ) = sweep.decode_caches
+            assert len(cache.store) == 3 and cache.misses == 3  # filled once, up front
+            assert [type(s).__name__ for s in cache.steps] == ['LoadImageFromFile',
+                                                               'LoadAnnotations']
+        else:
+            assert sweep.decode_caches == []
+        for tag in ('clean', 'rotate_s5'):
+            records = []
+            for folder in (str(tmp_path / name), reference_dir):
+                with open(osp.join(folder, 'conditions', f'{tag}.json')) as handle:
+                    records.append(json.load(handle)['metrics'])
+            assert records[0] == records[1], (name, tag)
+    with pytest.raises(SweepError, match='decode_cache_bytes'):
+        RobustnessSweep(SEG_DEMO_CONFIG, checkpoint, decode_cache_bytes=-1,
+                        work_dir=str(tmp_path / 'bad'))

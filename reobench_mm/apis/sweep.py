@@ -321,6 +321,9 @@ class RobustnessSweep:
         shard: ``(i, n)`` or ``'i/n'``: only every n-th condition from i; writes a manifest
             instead of the report.
         plots: write the report's plots.
+        decode_cache_bytes: decode each test image once for all conditions, keeping up
+            to this many bytes of decoded samples in memory (filled before the first
+            condition, so dataloader workers inherit it); 0 turns it off.
         calibration: also evaluate calibration in every condition (``calib/ECE``, ...:
             ``SegCalibrationMetric`` for segmentation, ``RotatedDetectionCalibrationMetric``
             for oriented detection); the report gains reliability diagrams and ECE
@@ -344,7 +347,8 @@ class RobustnessSweep:
                  cfg_options: Optional[dict] = None, launcher: str = 'none',
                  force: bool = False, shard: Union[None, str, Sequence[int]] = None,
                  plots: bool = True, calibration: bool = False,
-                 temperature_scaling: bool = False) -> None:
+                 temperature_scaling: bool = False,
+                 decode_cache_bytes: int = 2 * 1024**3) -> None:
         self.corruptions = select_corruptions(corruptions, protocol)
         self.severities = select_severities(severities)
         if border not in BORDER_MODES:
@@ -402,6 +406,12 @@ class RobustnessSweep:
             cfg_options=_result_options(self.cfg_options), seed=seed, protocol=protocol,
             border=border, task=self.task, calibration=self.calibration,
             temperature_scaling=self.temperature_scaling))
+        if isinstance(decode_cache_bytes, bool) or not isinstance(decode_cache_bytes, int) \
+                or decode_cache_bytes < 0:
+            raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got '
+                             f'{decode_cache_bytes!r}')
+        self.decode_cache_bytes = decode_cache_bytes
+        self.decode_caches: list = []
         self.temperature: Optional[float] = None
         self.last_calibration: Dict[str, dict] = {}
         self.runner = None
@@ -543,6 +553,10 @@ class RobustnessSweep:
         if not steps:
             raise SweepError('no ApplyCorruption step in the built test dataset pipeline')
         self.runner, self._steps = runner, steps
+        if self.decode_cache_bytes > 0:
+            from .decode_cache import cache_loading_steps
+            self.decode_caches = cache_loading_steps(loop.dataloader.dataset, steps,
+                                                     self.decode_cache_bytes)
         if self.temperature_scaling:
             self.temperature = self._temperature()
             for metric in self._calibration_metrics().values():
