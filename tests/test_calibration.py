@@ -384,7 +384,8 @@ def test_metric_memory_does_not_grow_with_images():
         finally:
             tracemalloc.stop()
         assert len(metric.results) == 1
-        assert metric.results[0].num_pixels == num_batches * (2 * 256 * 256 - 2 * 3 * 256)
+        total = metric.results[0].total(None, PixelCalibrationStats.merge)
+        assert total.num_pixels == num_batches * (2 * 256 * 256 - 2 * 3 * 256)
         return peak
 
     few, many = peak_bytes(5), peak_bytes(40)
@@ -405,6 +406,27 @@ def _distributed_worker(rank: int, world_size: int, port: int, folder: str) -> N
         if rank == 0:
             with open(osp.join(folder, 'rank0.json'), 'w') as handle:
                 json.dump(dict(metrics=metrics, stats=metric.last_details['stats']), handle)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def _padded_worker(rank: int, world_size: int, port: int, folder: str) -> None:
+    """5 images over 2 processes, split by MMEngine's DefaultSampler, which pads rank 1
+    with a repeat of image 0."""
+    from mmengine.dataset import DefaultSampler
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}',
+                                         rank=rank, world_size=world_size)
+    try:
+        pool = fake_batch(7, batch=5)
+        metric = SegCalibrationMetric(collect_dir=osp.join(folder, 'collect'))
+        indices = list(DefaultSampler(list(range(5)), shuffle=False))
+        for index in indices:
+            metric.process({}, [pool[index]])
+        metrics = metric.evaluate(5)
+        if rank == 0:
+            with open(osp.join(folder, 'rank0.json'), 'w') as handle:
+                json.dump(dict(metrics=metrics, indices=indices), handle)
     finally:
         torch.distributed.destroy_process_group()
 
@@ -440,6 +462,31 @@ def test_two_processes_equal_one(tmp_path):
     for name in ('top_count', 'top_correct', 'class_count', 'class_label_count',
                  'selective_nonzero_bins', 'selective_count', 'selective_errors', 'num_pixels'):
         assert distributed['stats'][name] == one[name], name
+
+
+@pytest.mark.slow
+def test_two_processes_leave_out_the_sampler_padding(tmp_path):
+    workers = torch.multiprocessing.start_processes(
+        _padded_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=False,
+        start_method='fork')
+    deadline = time.monotonic() + 120
+    while not workers.join(timeout=1):
+        if time.monotonic() > deadline:
+            for process in workers.processes:
+                process.terminate()
+            pytest.fail('the two distributed workers did not finish within 120 s')
+    with open(tmp_path / 'rank0.json') as handle:
+        distributed = json.load(handle)
+    assert distributed['indices'] == [0, 2, 4]  # rank 1: [1, 3, 0], the 0 is padding
+    pool = fake_batch(7, batch=5)
+    single = SegCalibrationMetric()
+    single.process({}, pool)
+    metrics = single.evaluate(5)
+    for key, value in metrics.items():
+        assert distributed['metrics'][key] == pytest.approx(value, rel=1e-12), key
+    counted_twice = SegCalibrationMetric()
+    counted_twice.process({}, pool + pool[:1])
+    assert counted_twice.evaluate(6)['calib/NLL'] != pytest.approx(metrics['calib/NLL'], rel=1e-9)
 
 
 # ----------------------------------------------------------------------------------

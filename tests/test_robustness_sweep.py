@@ -389,7 +389,7 @@ def test_calibration_and_temperature_scaling_in_the_sweep(full_sweep, seg_model,
     assert outcome.evaluated == [('clean', 0), ('gaussian_noise', 1), ('gaussian_noise', 5)]
     files = set(os.listdir(work_dir))
     assert {'ece_vs_severity.png', 'reliability_diagrams.png', 'reliability_diagrams_ts.png',
-            'temperature.json'} <= files, files
+            'risk_coverage.png', 'temperature.json'} <= files, files
 
     with open(osp.join(work_dir, 'temperature.json')) as handle:
         fitted = json.load(handle)

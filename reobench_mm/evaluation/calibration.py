@@ -64,10 +64,10 @@ pixel is the first arg-max of its probabilities, its confidence ``c`` that maxim
   shrinks with the bin width ``1 / M``. In practice the difference is far smaller than
   the bound (typically well below ``1 / M``).
 
-Limitation: MMEngine's ``DefaultSampler`` pads the last round of a distributed
-evaluation with repeated images when the dataset size is not a multiple of the number of
-processes; those images are counted twice here (``IoUMetric`` drops them because it
-keeps one result per image).
+Distributed evaluation: MMEngine's ``DefaultSampler`` pads the last round with repeated
+images when the dataset size is not a multiple of the number of processes. Each process
+keeps its last sample apart (:class:`~reobench_mm.evaluation.streaming.RankSum`), and
+the repeats are left out once the dataset size is known, as ``IoUMetric`` drops them.
 """
 from __future__ import annotations
 
@@ -84,6 +84,7 @@ from scipy.special import digamma
 
 from ..registry import METRICS
 from .report import atomic_savefig
+from .streaming import RankSum, sum_rank_totals
 
 __all__ = [
     'NLL_EPSILON', 'STATS_FORMAT', 'METRIC_KEYS', 'PixelCalibrationStats',
@@ -617,9 +618,12 @@ class SegCalibrationMetric(BaseMetric):
 
     Probabilities are ``softmax(seg_logits / temperature)`` over the classes, computed in
     float64 in chunks of pixels; the prediction is their arg-max (mmseg's
-    ``pred_sem_seg``). Each process keeps ONE :class:`PixelCalibrationStats` as
-    ``self.results == [stats]``; MMEngine gathers one per process and
-    :meth:`compute_metrics` sums them. Returns ``ECE``, ``gap``, ``NLL``, ``Brier``,
+    ``pred_sem_seg``). Each process keeps ONE running sum of per-sample
+    :class:`PixelCalibrationStats` (a :class:`~reobench_mm.evaluation.streaming.RankSum`,
+    its last sample apart) as ``self.results == [rank_sum]``; MMEngine gathers one per
+    process and :meth:`compute_metrics` sums them, leaving out the samples MMEngine's
+    sampler repeated to pad the last round, so several processes give the numbers of
+    one. Returns ``ECE``, ``gap``, ``NLL``, ``Brier``,
     ``cwECE``, ``AURC``, ``eAURC`` and ``acc@90cov`` (fractions, see the module docstring)
     and keeps JSON-able details on :attr:`last_details` (reliability data, classwise ECE
     per class, the risk-coverage curve with at most 201 points and the accumulator).
@@ -659,6 +663,7 @@ class SegCalibrationMetric(BaseMetric):
         self.temperature = float(temperature)
         self.chunk_pixels = chunk_pixels
         self.last_details: Optional[Dict[str, Any]] = None
+        self._dataset_size: Optional[int] = None
 
     def _class_names(self) -> Optional[Sequence[str]]:
         meta = self.dataset_meta or {}
@@ -686,12 +691,12 @@ class SegCalibrationMetric(BaseMetric):
                 raise ValueError(f'gt_sem_seg shape {tuple(labels.shape)} does not match the '
                                  f'seg_logits pixels {tuple(logits.shape[1:])}')
             if not self.results:
-                self.results.append(PixelCalibrationStats(num_classes, self.num_bins,
-                                                          self.selective_bins))
-            stats = self.results[0]
-            if stats.num_classes != num_classes:
+                self.results.append(RankSum())
+            previous = self.results[0].last
+            if previous is not None and previous.num_classes != num_classes:
                 raise ValueError(f'seg_logits has {num_classes} classes but earlier samples '
-                                 f'had {stats.num_classes}')
+                                 f'had {previous.num_classes}')
+            stats = PixelCalibrationStats(num_classes, self.num_bins, self.selective_bins)
             labels = labels.detach().reshape(-1).cpu().to(torch.int64)
             flat_logits = logits.detach().reshape(num_classes, -1).cpu()
             valid = labels != self.ignore_index
@@ -708,15 +713,25 @@ class SegCalibrationMetric(BaseMetric):
                     raise ValueError('seg_logits contains NaN or infinite values')
                 probs = torch.softmax(chunk / self.temperature, dim=0)
                 stats._accumulate(probs.numpy(), labels[start:stop].numpy())
+            self.results[0].add(stats, PixelCalibrationStats.merge)
+
+    def evaluate(self, size: int) -> Dict[str, float]:
+        """MMEngine's ``evaluate``; ``size`` (the dataset length) tells which sample of
+        each process the sampler repeated to pad the last round (dropped)."""
+        self._dataset_size = size
+        try:
+            return super().evaluate(size)
+        finally:
+            self._dataset_size = None
 
     def compute_metrics(self, results: list) -> Dict[str, float]:
         """Sum the accumulators of all processes and compute the metrics."""
-        if not results:
+        total = sum_rank_totals(results, self._dataset_size, PixelCalibrationStats.merge)
+        if total is None:
             print_log('SegCalibrationMetric received no pixels; the metrics are NaN',
                       logger='current', level=logging.WARNING)
             self.last_details = None
             return {key: math.nan for key in METRIC_KEYS}
-        total = sum(results[1:], results[0].copy())
         metrics = total.summary()
         errors = total.classwise_calibration_errors()
         names = self._class_names() or [str(k) for k in range(total.num_classes)]

@@ -21,7 +21,10 @@ is left out, as in the DOTA/VOC protocol; every other detection is a false posit
 
 The metric streams: each process keeps one accumulator of per-class, per-bin counts,
 score sums and true-positive sums (memory O(classes x bins), independent of the number
-of images), and the accumulators of all processes are summed.
+of images), and the accumulators of all processes are summed. The last image of each
+process is kept apart until the dataset size is known, so that the image MMEngine's
+sampler repeats to pad a multi-process run is left out
+(:class:`~reobench_mm.evaluation.streaming.RankSum`).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
 from ..registry import METRICS
+from .streaming import RankSum, sum_rank_totals
 
 __all__ = ['RotatedDetectionCalibrationMetric', 'match_rotated_detections',
            'score_bin_indices', 'detection_ece']
@@ -137,6 +141,17 @@ def _new_accumulator(num_classes: int, num_bins: int) -> Dict[str, np.ndarray]:
                 tp_sums=np.zeros((num_classes, num_bins), dtype=np.int64))
 
 
+def _add_accumulators(total: Dict[str, np.ndarray],
+                      other: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """Add ``other``'s arrays into ``total`` (in place) and return it."""
+    for key, value in total.items():
+        if other[key].shape != value.shape:
+            raise ValueError(f'accumulator {key!r} has shape {other[key].shape}, '
+                             f'expected {value.shape}')
+        value += other[key]
+    return total
+
+
 def _optional(value: float) -> Optional[float]:
     return None if math.isnan(value) else value
 
@@ -184,6 +199,7 @@ class RotatedDetectionCalibrationMetric(BaseMetric):
         self.score_thr = float(score_thr)
         self.num_bins = num_bins
         self.last_details: Optional[Dict[str, Any]] = None
+        self._dataset_size: Optional[int] = None
 
     def _class_names(self) -> List[str]:
         meta = self.dataset_meta
@@ -193,16 +209,22 @@ class RotatedDetectionCalibrationMetric(BaseMetric):
                              'metric.dataset_meta = dict(classes=...))')
         return [str(name) for name in meta['classes']]
 
-    def _accumulator(self, num_classes: int) -> Dict[str, np.ndarray]:
-        if not self.results:
-            self.results.append(_new_accumulator(num_classes, self.num_bins))
-        return self.results[0]
+    def evaluate(self, size: int) -> Dict[str, float]:
+        """MMEngine's ``evaluate``; ``size`` (the dataset length) tells which sample of
+        each process the sampler repeated to pad the last round (dropped)."""
+        self._dataset_size = size
+        try:
+            return super().evaluate(size)
+        finally:
+            self._dataset_size = None
 
     def process(self, data_batch: Any, data_samples: Sequence[Mapping]) -> None:
         """Match the detections of each data sample and add them to the accumulator."""
         num_classes = len(self._class_names())
-        stats = self._accumulator(num_classes)
+        if not self.results:
+            self.results.append(RankSum())
         for sample in data_samples:
+            stats = _new_accumulator(num_classes, self.num_bins)
             pred = sample['pred_instances']
             det_bboxes = _as_rboxes(pred['bboxes'], 'pred_instances.bboxes')
             det_scores = _as_numpy(pred['scores'], np.float64).reshape(-1)
@@ -238,6 +260,7 @@ class RotatedDetectionCalibrationMetric(BaseMetric):
                 stats['tp_sums'][label] += np.bincount(
                     bins, weights=(flags[counted] == TRUE_POSITIVE).astype(np.float64),
                     minlength=self.num_bins).astype(np.int64)
+            self.results[0].add(stats, _add_accumulators)
 
     @staticmethod
     def _instances(instances: Optional[Mapping], what: str):
@@ -253,12 +276,9 @@ class RotatedDetectionCalibrationMetric(BaseMetric):
         """Sum the accumulators of all processes and compute the calibration errors."""
         names = self._class_names()
         total = _new_accumulator(len(names), self.num_bins)
-        for stats in results:
-            for key, value in total.items():
-                if stats[key].shape != value.shape:
-                    raise ValueError(f'accumulator {key!r} has shape {stats[key].shape}, '
-                                     f'expected {value.shape}')
-                value += stats[key]
+        gathered = sum_rank_totals(results, self._dataset_size, _add_accumulators)
+        if gathered is not None:
+            _add_accumulators(total, gathered)
         counts, score_sums, tp_sums = total['counts'], total['score_sums'], total['tp_sums']
         num_detections = int(counts.sum())
         if num_detections == 0:

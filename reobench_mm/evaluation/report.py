@@ -43,6 +43,7 @@ __all__ = [
     'package_versions', 'make_provenance', 'results_document', 'write_results_json',
     'results_csv_text', 'write_results_csv', 'render_report_md', 'plot_severity_curves',
     'plot_drop_by_corruption', 'plot_ece_vs_severity', 'plot_reliability_by_condition',
+    'plot_risk_coverage',
     'calibration_keys', 'CALIBRATION_METRICS', 'CALIBRATION_PREFIXES', 'Report', 'write_report', 'load_results_json',
     'load_condition_results', 'summary_from_results_json', 'ComparisonTable',
     'build_comparison', 'comparison_markdown', 'comparison_csv_text', 'write_comparison'
@@ -495,6 +496,38 @@ def plot_reliability_by_condition(summary: RobustnessSummary,
         f'{CALIBRATION_PREFIXES.get(prefix, prefix)})')
 
 
+def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping[str, Any]],
+                       path: str, prefix: str = 'calib') -> str:
+    """``risk_coverage.png``: selective risk against coverage (pixels accepted by
+    decreasing confidence) for the clean condition and the strongest evaluated severity
+    of each corruption, AURC in the legend."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    try:
+        cmap = plt.get_cmap('tab20')
+        rows = [('clean', details[CLEAN_CONDITION][prefix], 'black')]
+        for i, name in enumerate(summary.corruptions):
+            strongest = max(s for (n, s) in details if n == name)
+            rows.append((f'{name} @ {strongest}', details[(name, strongest)][prefix],
+                         cmap(i % 20)))
+        for label, data, colour in rows:
+            curve = data['risk_coverage']
+            aurc = (data.get('metrics') or {}).get('AURC')
+            text = f'{label} (AURC {aurc:.4f})' if aurc is not None else label
+            ax.plot(curve['coverage'], curve['risk'], color=colour, linewidth=1.4,
+                    label=text, linestyle='--' if label == 'clean' else '-')
+        ax.set_xlim(0, 1)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel('coverage (most confident pixels first)')
+        ax.set_ylabel('selective risk (error rate)')
+        ax.set_title(f'Risk–coverage: clean vs the strongest severity ({prefix})')
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
 # ----------------------------------------------------------------------------------
 # One model
 # ----------------------------------------------------------------------------------
@@ -522,7 +555,8 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     calibration table and ``ece_vs_severity.png``; with ``calibration_details``
     (``{condition: {prefix: details with 'reliability'}}``, as the sweep records them)
     also ``reliability_diagrams.png`` (and ``reliability_diagrams_ts.png`` for the
-    temperature-scaled metrics): clean vs the strongest severity of each corruption."""
+    temperature-scaled metrics) and, for segmentation, ``risk_coverage.png``: clean vs
+    the strongest severity of each corruption."""
     if isinstance(results, RobustnessSummary):
         summary = results
     else:
@@ -548,6 +582,10 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                     name = 'reliability_diagrams' + ('' if prefix == 'calib' else '_ts') + '.png'
                     report.files[name] = plot_reliability_by_condition(
                         summary, calibration_details, path(name), prefix)
+            if 'calib' in available and all('risk_coverage' in d['calib']
+                                            for d in calibration_details.values()):
+                report.files['risk_coverage.png'] = plot_risk_coverage(
+                    summary, calibration_details, path('risk_coverage.png'))
     plot_files = [name for name in report.files if name.endswith('.png')]
     report.files['report.md'] = atomic_write_text(
         path('report.md'), render_report_md(summary, provenance, plot_files))
