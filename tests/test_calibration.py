@@ -437,11 +437,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_two_processes_equal_one(tmp_path):
+def _run_two_processes(worker, folder) -> dict:
+    """Run ``worker(rank, 2, port, folder)`` in 2 processes; rank 0's ``rank0.json``."""
     # forked (not spawned) workers: a spawned one re-imports torch and the stack (~10 s)
     workers = torch.multiprocessing.start_processes(
-        _distributed_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=False,
+        worker, args=(2, _free_port(), str(folder)), nprocs=2, join=False,
         start_method='fork')
     deadline = time.monotonic() + 120
     while not workers.join(timeout=1):
@@ -449,8 +449,13 @@ def test_two_processes_equal_one(tmp_path):
             for process in workers.processes:
                 process.terminate()
             pytest.fail('the two distributed workers did not finish within 120 s')
-    with open(tmp_path / 'rank0.json') as handle:
-        distributed = json.load(handle)
+    with open(osp.join(folder, 'rank0.json')) as handle:
+        return json.load(handle)
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one(tmp_path):
+    distributed = _run_two_processes(_distributed_worker, tmp_path)
     single = SegCalibrationMetric()
     for seed in range(4):
         single.process({}, fake_batch(seed))
@@ -466,17 +471,7 @@ def test_two_processes_equal_one(tmp_path):
 
 @pytest.mark.slow
 def test_two_processes_leave_out_the_sampler_padding(tmp_path):
-    workers = torch.multiprocessing.start_processes(
-        _padded_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=False,
-        start_method='fork')
-    deadline = time.monotonic() + 120
-    while not workers.join(timeout=1):
-        if time.monotonic() > deadline:
-            for process in workers.processes:
-                process.terminate()
-            pytest.fail('the two distributed workers did not finish within 120 s')
-    with open(tmp_path / 'rank0.json') as handle:
-        distributed = json.load(handle)
+    distributed = _run_two_processes(_padded_worker, tmp_path)
     assert distributed['indices'] == [0, 2, 4]  # rank 1: [1, 3, 0], the 0 is padding
     pool = fake_batch(7, batch=5)
     single = SegCalibrationMetric()

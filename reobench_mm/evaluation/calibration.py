@@ -84,7 +84,7 @@ from scipy.special import digamma
 
 from ..registry import METRICS
 from .report import atomic_savefig
-from .streaming import RankSum, sum_rank_totals
+from .streaming import DatasetSizeMixin, RankSum, sum_rank_totals
 
 __all__ = [
     'NLL_EPSILON', 'STATS_FORMAT', 'METRIC_KEYS', 'PixelCalibrationStats',
@@ -613,7 +613,7 @@ def _sample_field(data_sample: Any, key: str) -> torch.Tensor:
 
 
 @METRICS.register_module()
-class SegCalibrationMetric(BaseMetric):
+class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
     """Calibration and selective prediction of a semantic segmentor (prefix ``calib``).
 
     Probabilities are ``softmax(seg_logits / temperature)`` over the classes, computed in
@@ -663,7 +663,6 @@ class SegCalibrationMetric(BaseMetric):
         self.temperature = float(temperature)
         self.chunk_pixels = chunk_pixels
         self.last_details: Optional[Dict[str, Any]] = None
-        self._dataset_size: Optional[int] = None
 
     def _class_names(self) -> Optional[Sequence[str]]:
         meta = self.dataset_meta or {}
@@ -714,15 +713,6 @@ class SegCalibrationMetric(BaseMetric):
                 probs = torch.softmax(chunk / self.temperature, dim=0)
                 stats._accumulate(probs.numpy(), labels[start:stop].numpy())
             self.results[0].add(stats, PixelCalibrationStats.merge)
-
-    def evaluate(self, size: int) -> Dict[str, float]:
-        """MMEngine's ``evaluate``; ``size`` (the dataset length) tells which sample of
-        each process the sampler repeated to pad the last round (dropped)."""
-        self._dataset_size = size
-        try:
-            return super().evaluate(size)
-        finally:
-            self._dataset_size = None
 
     def compute_metrics(self, results: list) -> Dict[str, float]:
         """Sum the accumulators of all processes and compute the metrics."""

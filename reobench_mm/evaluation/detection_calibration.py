@@ -37,7 +37,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
 from ..registry import METRICS
-from .streaming import RankSum, sum_rank_totals
+from .streaming import DatasetSizeMixin, RankSum, sum_rank_totals
 
 __all__ = ['RotatedDetectionCalibrationMetric', 'match_rotated_detections',
            'score_bin_indices', 'detection_ece']
@@ -157,7 +157,7 @@ def _optional(value: float) -> Optional[float]:
 
 
 @METRICS.register_module()
-class RotatedDetectionCalibrationMetric(BaseMetric):
+class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
     """Detection expected calibration error (D-ECE) of an oriented-box detector.
 
     Reads the data samples as MMRotate's ``DOTAMetric`` does: ``pred_instances``
@@ -199,7 +199,6 @@ class RotatedDetectionCalibrationMetric(BaseMetric):
         self.score_thr = float(score_thr)
         self.num_bins = num_bins
         self.last_details: Optional[Dict[str, Any]] = None
-        self._dataset_size: Optional[int] = None
 
     def _class_names(self) -> List[str]:
         meta = self.dataset_meta
@@ -208,15 +207,6 @@ class RotatedDetectionCalibrationMetric(BaseMetric):
                              "'classes' (set by the Runner from the dataset, or assign "
                              'metric.dataset_meta = dict(classes=...))')
         return [str(name) for name in meta['classes']]
-
-    def evaluate(self, size: int) -> Dict[str, float]:
-        """MMEngine's ``evaluate``; ``size`` (the dataset length) tells which sample of
-        each process the sampler repeated to pad the last round (dropped)."""
-        self._dataset_size = size
-        try:
-            return super().evaluate(size)
-        finally:
-            self._dataset_size = None
 
     def process(self, data_batch: Any, data_samples: Sequence[Mapping]) -> None:
         """Match the detections of each data sample and add them to the accumulator."""

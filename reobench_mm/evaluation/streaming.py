@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar
 
-__all__ = ['RankSum', 'sum_rank_totals']
+__all__ = ['RankSum', 'sum_rank_totals', 'DatasetSizeMixin']
 
 Stats = TypeVar('Stats')
 
@@ -74,3 +74,18 @@ def sum_rank_totals(parts: Sequence[Any], dataset_size: Optional[int],
             continue
         total = value if total is None else merge(total, value)
     return total
+
+
+class DatasetSizeMixin:
+    """For an MMEngine ``BaseMetric`` subclass (listed before it): makes the dataset
+    length given to ``evaluate(size)`` available to ``compute_metrics`` as
+    ``self._dataset_size`` (None outside ``evaluate``), for :func:`sum_rank_totals`."""
+
+    _dataset_size: Optional[int] = None
+
+    def evaluate(self, size: int) -> dict:
+        self._dataset_size = size
+        try:
+            return super().evaluate(size)
+        finally:
+            self._dataset_size = None
