@@ -191,6 +191,7 @@ def test_convert_potsdam_eroded_five_classes_irrg(tmp_path):
 
 
 def test_mmseg_potsdam_dataset_reads_the_output(tmp_path):
+    from mmengine.registry import DefaultScope
     from mmseg.datasets import PotsdamDataset
     from mmseg.utils import register_all_modules
     register_all_modules(init_default_scope=False)
@@ -198,10 +199,12 @@ def test_mmseg_potsdam_dataset_reads_the_output(tmp_path):
     write_release(str(src), ['7_13'])
     P.convert_potsdam(str(src), str(out), tile_size=TILE, splits={'val': ('7_13', )},
                       progress=False)
-    dataset = PotsdamDataset(
-        data_root=str(out), data_prefix=dict(img_path='img_dir/val', seg_map_path='ann_dir/val'),
-        pipeline=[dict(type='mmseg.LoadImageFromFile'),
-                  dict(type='mmseg.LoadAnnotations')])
+    # built in MMSeg's scope, whatever default scope an earlier Runner left current
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        dataset = PotsdamDataset(
+            data_root=str(out),
+            data_prefix=dict(img_path='img_dir/val', seg_map_path='ann_dir/val'),
+            pipeline=[dict(type='LoadImageFromFile'), dict(type='LoadAnnotations')])
     assert len(dataset) == 9
     names = [osp.basename(dataset.get_data_info(i)['img_path']) for i in range(len(dataset))]
     index = names.index(
