@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import os.path as osp
 import tempfile
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 __all__ = ['atomic_open', 'atomic_write_text', 'atomic_write_bytes', 'dump_json_atomic',
-           'file_sha256']
+           'file_sha256', 'finite_or_none']
 
 
 @contextmanager
@@ -66,3 +67,12 @@ def file_sha256(path: str, chunk_size: int = 1 << 20) -> str:
         for chunk in iter(lambda: handle.read(chunk_size), b''):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def finite_or_none(value: Any) -> Optional[float]:
+    """``float(value)``, or None for None, NaN and infinities (strict JSON has no
+    NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None

@@ -41,10 +41,10 @@ import numpy as np
 from mmengine.config import Config
 
 from ..datasets.subset import apply_data_fraction, check_fraction
-from ..evaluation.report import atomic_savefig, load_results_json
-from ..fileio import atomic_write_text, dump_json_atomic, file_sha256
+from ..evaluation.report import agg_pyplot, atomic_savefig, load_results_json
+from ..fileio import atomic_write_text, dump_json_atomic, file_sha256, finite_or_none
 from .config_utils import SEGMENTATION, infer_task, prepare_train_config
-from .sweep import RobustnessSweep, select_corruptions, select_severities
+from .sweep import RobustnessSweep, _jsonable, select_corruptions, select_severities
 
 __all__ = [
     'DATA_BUDGET_FORMAT', 'DEFAULT_FRACTIONS', 'DATA_BUDGET_FILES', 'ECE_KEY',
@@ -91,11 +91,6 @@ def _model_name(config: str) -> str:
     return osp.splitext(osp.basename(config))[0]
 
 
-def _finite_or_none(value: Any) -> Optional[float]:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def _mean_or_none(values: Sequence[Optional[float]]) -> Optional[float]:
@@ -123,7 +118,7 @@ def budget_row(model: str, fraction: float, results: Mapping[str, Any],
     ece_conditions: Dict[str, Optional[float]] = {}
     for entry in numbers['conditions']:
         extra = entry.get('extra') or {}
-        ece = _finite_or_none(extra.get(ECE_KEY))
+        ece = finite_or_none(extra.get(ECE_KEY))
         if entry['condition'] == 'clean':
             clean_value, ece_clean = float(entry['value']), ece
         else:
@@ -151,7 +146,7 @@ def _kendall(values: Sequence[Optional[float]],
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # constant input: nan, said by the None
         result = kendalltau(values, reference)
-    return dict(tau=_finite_or_none(result.statistic), p_value=_finite_or_none(result.pvalue))
+    return dict(tau=finite_or_none(result.statistic), p_value=finite_or_none(result.pvalue))
 
 
 def kendall_tau_by_fraction(rows: Sequence[Mapping[str, Any]]) -> dict:
@@ -281,10 +276,7 @@ def data_budget_csv_text(doc: Mapping[str, Any]) -> str:
 def plot_data_budget(doc: Mapping[str, Any], path: str) -> str:
     """Metric (and ECE when present) vs fraction, log x axis; one colour per model,
     solid clean, dashed corrupted average."""
-    import matplotlib
-    matplotlib.use('Agg', force=True)
-    import matplotlib.pyplot as plt
-
+    plt = agg_pyplot()
     panels = [('clean', 'corrupted_avg', doc['metric'])]
     if _has_ece(doc):
         panels.append(('ece_clean', 'ece_corrupted_avg', 'ECE'))
@@ -334,9 +326,6 @@ def write_data_budget_report(work_dir: str, doc: Mapping[str, Any],
 
 
 # ----------------------------------------------------------------------------- running
-
-def _jsonable(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, default=str, sort_keys=True))
 
 
 def _load_run_record(path: str) -> Optional[dict]:

@@ -300,8 +300,8 @@ def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], corrupti
 # ----------------------------------------------------------------------------- plot
 def plot_representation_drift(document: Dict[str, Any], path: str) -> str:
     """CKA against severity, one line per corruption, one panel per block."""
-    from ..evaluation.report import _pyplot, atomic_savefig
-    plt = _pyplot()
+    from ..evaluation.report import agg_pyplot, atomic_savefig
+    plt = agg_pyplot()
     blocks = [b['name'] for b in document['blocks']]
     corruptions = list(dict.fromkeys(c['corruption'] for c in document['conditions']))
     fig, axes = plt.subplots(1, len(blocks), figsize=(3.6 * len(blocks), 3.4), squeeze=False,

@@ -82,8 +82,9 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 from scipy.special import digamma
 
+from ..fileio import finite_or_none
 from ..registry import METRICS
-from .report import atomic_savefig
+from .report import agg_pyplot, atomic_savefig
 from .streaming import DatasetSizeMixin, RankSum, sum_rank_totals
 
 __all__ = [
@@ -456,9 +457,9 @@ class PixelCalibrationStats:
             'count': count.tolist(),
             'mean_confidence': values(confidence),
             'accuracy': values(accuracy),
-            'ECE': _json_float(self.expected_calibration_error()),
-            'gap': _json_float(self.calibration_gap()),
-            'accuracy_overall': _json_float(self.accuracy()),
+            'ECE': finite_or_none(self.expected_calibration_error()),
+            'gap': finite_or_none(self.calibration_gap()),
+            'accuracy_overall': finite_or_none(self.accuracy()),
             'num_pixels': self.num_pixels,
         }
 
@@ -596,8 +597,6 @@ class PixelCalibrationStats:
         }
 
 
-def _json_float(value: float) -> Optional[float]:
-    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _sample_field(data_sample: Any, key: str) -> torch.Tensor:
@@ -726,25 +725,20 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
         errors = total.classwise_calibration_errors()
         names = self._class_names() or [str(k) for k in range(total.num_classes)]
         self.last_details = {
-            'metrics': {key: _json_float(value) for key, value in metrics.items()},
+            'metrics': {key: finite_or_none(value) for key, value in metrics.items()},
             'num_pixels': total.num_pixels,
             'temperature': self.temperature,
-            'accuracy': _json_float(total.accuracy()),
+            'accuracy': finite_or_none(total.accuracy()),
             'reliability': total.reliability_diagram(),
-            'classwise_ece': {str(name): _json_float(value)
+            'classwise_ece': {str(name): finite_or_none(value)
                               for name, value in zip(names, errors)},
             'risk_coverage': total.risk_coverage_curve(max_points=self.CURVE_POINTS),
-            'aurc_quantisation_bound': _json_float(total.aurc_quantisation_bound()),
+            'aurc_quantisation_bound': finite_or_none(total.aurc_quantisation_bound()),
             'stats': total.to_dict(),
         }
         return metrics
 
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use('Agg', force=True)
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str = '') -> str:
@@ -762,7 +756,7 @@ def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str 
     """
     if not panels:
         raise ValueError('panels is empty: give at least one reliability diagram')
-    plt = _pyplot()
+    plt = agg_pyplot()
     columns = min(len(panels), 4)
     rows = math.ceil(len(panels) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.6 * rows),

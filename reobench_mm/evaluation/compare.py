@@ -67,7 +67,7 @@ import numpy as np
 from scipy import special, stats
 
 from ..fileio import atomic_write_text
-from .report import atomic_savefig, column_title, load_results_json
+from .report import agg_pyplot, atomic_savefig, column_title, load_results_json
 from .robustness import CLEAN, CLEAN_CONDITION, Condition, condition_key, corruption_order
 
 __all__ = [
@@ -863,17 +863,12 @@ def effective_robustness_csv_text(comparison: CrossModelComparison) -> str:
 # ----------------------------------------------------------------------------------
 # Plots
 # ----------------------------------------------------------------------------------
-def _pyplot():
-    import matplotlib
-    matplotlib.use('Agg', force=True)
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def plot_kendall_tau_vs_severity(comparison: CrossModelComparison, path: str) -> str:
     """``kendall_tau_vs_severity.png``: τ against severity, one panel per measure,
     one faint line per corruption and the mean over corruptions in bold."""
-    plt = _pyplot()
+    plt = agg_pyplot()
     ms, rank = comparison.model_set, comparison.rank
     fig, axes = plt.subplots(1, len(rank.measures), figsize=(5.5 * len(rank.measures), 4),
                              squeeze=False)
@@ -906,7 +901,7 @@ def plot_effective_robustness(comparison: CrossModelComparison, path: str,
                               max_columns: int = 4) -> str:
     """``effective_robustness.png``: one panel per fit (a grid): models as labelled
     points (ID vs OOD), the fitted line, its bootstrap band and ``y = x``."""
-    plt = _pyplot()
+    plt = agg_pyplot()
     fits = list(comparison.fits.values())
     metric = comparison.model_set.metric
     n_columns = min(max_columns, len(fits))

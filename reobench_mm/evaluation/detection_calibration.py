@@ -36,6 +36,7 @@ import torch
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
+from ..fileio import finite_or_none
 from ..registry import METRICS
 from .streaming import DatasetSizeMixin, RankSum, sum_rank_totals
 
@@ -152,8 +153,6 @@ def _add_accumulators(total: Dict[str, np.ndarray],
     return total
 
 
-def _optional(value: float) -> Optional[float]:
-    return None if math.isnan(value) else value
 
 
 @METRICS.register_module()
@@ -287,7 +286,7 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
                          if class_count else math.nan)
             if class_count:
                 class_eces.append(class_ece)
-            per_class[name] = dict(ECE=_optional(class_ece), gap=_optional(float(class_gap)),
+            per_class[name] = dict(ECE=finite_or_none(class_ece), gap=finite_or_none(float(class_gap)),
                                    num_detections=class_count)
         cw_ece = float(np.mean(class_eces)) if class_eces else math.nan
 
@@ -302,7 +301,7 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
             mean_confidence=[float(v) if f else None
                              for v, f in zip(bin_scores / safe, filled)],
             accuracy=[float(v) if f else None for v, f in zip(bin_tps / safe, filled)],
-            ECE=_optional(ece), gap=_optional(float(gap)), num_detections=num_detections)
+            ECE=finite_or_none(ece), gap=finite_or_none(float(gap)), num_detections=num_detections)
         self.last_details = dict(iou_thr=self.iou_thr, score_thr=self.score_thr,
                                  num_bins=self.num_bins, num_detections=num_detections,
                                  reliability=reliability, per_class=per_class)

@@ -39,7 +39,7 @@ from .robustness import (CLEAN, CLEAN_CONDITION, REOBENCH_TABLE_ORDER, Condition
 
 __all__ = [
     'RESULTS_FORMAT', 'RESULT_FILES', 'PLOT_FILES', 'VERSION_PACKAGES', 'column_title',
-    'atomic_write_text', 'atomic_write_bytes', 'atomic_savefig', 'file_sha256',
+    'atomic_write_text', 'atomic_write_bytes', 'atomic_savefig', 'agg_pyplot', 'file_sha256',
     'package_versions', 'make_provenance', 'results_document', 'write_results_json',
     'results_csv_text', 'write_results_csv', 'render_report_md', 'plot_severity_curves',
     'plot_drop_by_corruption', 'plot_ece_vs_severity', 'plot_reliability_by_condition',
@@ -384,7 +384,9 @@ def _temperature_text(provenance: Mapping[str, Any]) -> Optional[str]:
 # ----------------------------------------------------------------------------------
 # Plots
 # ----------------------------------------------------------------------------------
-def _pyplot():
+def agg_pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on first use,
+    so that importing reobench_mm does not import matplotlib)."""
     import matplotlib
     matplotlib.use('Agg', force=True)
     import matplotlib.pyplot as plt
@@ -394,7 +396,7 @@ def _pyplot():
 def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:
     """``severity_curves.png``: the metric against severity, one line per
     corruption, the clean metric as a dashed line."""
-    plt = _pyplot()
+    plt = agg_pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     try:
         cmap = plt.get_cmap('tab20')
@@ -419,7 +421,7 @@ def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:
 def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
     """``drop_by_corruption.png``: bars of clean − per-corruption mean, largest drop
     on top, coloured by category, ΔTP as a dashed line."""
-    plt = _pyplot()
+    plt = agg_pyplot()
     drops = sorted(((summary.clean - summary.per_corruption[n], n)
                     for n in summary.corruptions), key=lambda t: (-t[0], t[1]))
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(drops) + 1.5))
@@ -452,7 +454,7 @@ def plot_ece_vs_severity(summary: RobustnessSummary, path: str) -> str:
     prefixes = [p for p in CALIBRATION_PREFIXES if f'{p}/ECE' in summary.extra]
     if not prefixes:
         raise ValueError('the summary has no calibration metrics (calib/ECE)')
-    plt = _pyplot()
+    plt = agg_pyplot()
     fig, axes = plt.subplots(1, len(prefixes), figsize=(6.5 * len(prefixes), 4.5),
                              squeeze=False, sharey=True)
     try:
@@ -501,7 +503,7 @@ def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping
     """``risk_coverage.png``: selective risk against coverage (pixels accepted by
     decreasing confidence) for the clean condition and the strongest evaluated severity
     of each corruption, AURC in the legend."""
-    plt = _pyplot()
+    plt = agg_pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     try:
         cmap = plt.get_cmap('tab20')

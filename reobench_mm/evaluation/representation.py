@@ -25,6 +25,8 @@ from typing import Dict, List, Optional, Tuple, Union
 import numpy as np
 import torch
 
+from ..fileio import finite_or_none
+
 __all__ = [
     'hsic_unbiased', 'linear_cka', 'linear_hsic_terms', 'token_cosine_similarity',
     'StreamingCKA', 'StreamingCosine', 'StreamingParticipationRatio', 'DriftAccumulator'
@@ -48,9 +50,6 @@ def _is_positive_int(value) -> bool:
             and value >= 1)
 
 
-def _finite_or_none(value: float) -> Optional[float]:
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 # ----------------------------------------------------------------------------- HSIC / CKA
@@ -197,9 +196,9 @@ class StreamingCKA:
         means = {}
         for key, total in (('hsic_xy', self.hsic_xy_sum), ('hsic_xx', self.hsic_xx_sum),
                            ('hsic_yy', self.hsic_yy_sum)):
-            means[key] = (_finite_or_none(total / self.num_minibatches)
+            means[key] = (finite_or_none(total / self.num_minibatches)
                           if self.num_minibatches else None)
-        return dict(cka=_finite_or_none(self.compute()), **means,
+        return dict(cka=finite_or_none(self.compute()), **means,
                     num_minibatches=self.num_minibatches, num_samples=self.num_samples)
 
 
@@ -272,7 +271,7 @@ class StreamingCosine:
 
     def result(self) -> Dict[str, Optional[float]]:
         """``{'cosine', 'num_samples'}``."""
-        return dict(cosine=_finite_or_none(self.compute()), num_samples=self.num_samples)
+        return dict(cosine=finite_or_none(self.compute()), num_samples=self.num_samples)
 
 
 # ----------------------------------------------------------------------------- participation ratio
@@ -354,7 +353,7 @@ class StreamingParticipationRatio:
 
     def result(self) -> Dict[str, Optional[float]]:
         """``{'participation_ratio', 'dim', 'num_samples'}``."""
-        return dict(participation_ratio=_finite_or_none(self.compute()), dim=self.dim,
+        return dict(participation_ratio=finite_or_none(self.compute()), dim=self.dim,
                     num_samples=self.count)
 
 
