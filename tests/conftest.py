@@ -1,5 +1,8 @@
 """Shared fixtures: small synthetic datasets and config helpers."""
 import os.path as osp
+import socket
+import subprocess
+import sys
 
 import pytest
 from mmengine.config import Config
@@ -48,3 +51,22 @@ def demo_config(path: str, data_root: str, work_dir: str, iters: int) -> Config:
         options[f'{split}_dataloader.persistent_workers'] = False
     cfg.merge_from_dict(options)
     return cfg
+
+
+def run_tools_together(*commands):
+    """Run Python tools concurrently (their start-up is mostly single-threaded imports);
+    each must succeed. Returns their combined stdout/stderr texts."""
+    processes = [subprocess.Popen([sys.executable, *command], cwd=PROJECT_ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for command in commands]
+    outputs = [process.communicate()[0] for process in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output[-5000:]
+    return outputs
+
+
+def free_port() -> int:
+    """A free TCP port on localhost (for a process group's rendezvous)."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]

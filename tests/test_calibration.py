@@ -5,7 +5,6 @@ import json
 import math
 import os
 import os.path as osp
-import socket
 import time
 import tracemalloc
 
@@ -15,7 +14,7 @@ import torch
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
-from conftest import SEG_DEMO_CONFIG, demo_config
+from conftest import SEG_DEMO_CONFIG, demo_config, free_port
 from reobench_mm.evaluation.calibration import (METRIC_KEYS, NLL_EPSILON, PixelCalibrationStats,
                                                 SegCalibrationMetric,
                                                 plot_reliability_diagrams)
@@ -431,17 +430,11 @@ def _padded_worker(rank: int, world_size: int, port: int, folder: str) -> None:
         torch.distributed.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
 def _run_two_processes(worker, folder) -> dict:
     """Run ``worker(rank, 2, port, folder)`` in 2 processes; rank 0's ``rank0.json``."""
     # forked (not spawned) workers: a spawned one re-imports torch and the stack (~10 s)
     workers = torch.multiprocessing.start_processes(
-        worker, args=(2, _free_port(), str(folder)), nprocs=2, join=False,
+        worker, args=(2, free_port(), str(folder)), nprocs=2, join=False,
         start_method='fork')
     deadline = time.monotonic() + 120
     while not workers.join(timeout=1):

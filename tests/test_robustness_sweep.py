@@ -5,14 +5,13 @@ import importlib.util
 import json
 import os
 import os.path as osp
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import reobench_mm  # noqa: F401  (registration)
-from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG
+from conftest import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, free_port,
+                      run_tools_together)
 from reobench_mm.apis.sweep import (CheckpointMismatchError, RobustnessSweep, SweepError,
                                     parse_shard, run_sweep, select_corruptions,
                                     select_severities, shard_conditions, sweep_conditions)
@@ -34,16 +33,6 @@ def _load_tool(path):
     return module
 
 
-def _run_together(*commands):
-    processes = [subprocess.Popen([sys.executable, *command], cwd=PROJECT_ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for command in commands]
-    outputs = [process.communicate()[0] for process in processes]
-    for process, output in zip(processes, outputs):
-        assert process.returncode == 0, output[-5000:]
-    return outputs
-
-
 def _options(data_root, log_level='WARNING'):
     """--cfg-options of a test run on the demo data (as a dict and as arguments)."""
     options = {'log_level': log_level, 'test_dataloader.dataset.data_root': data_root,
@@ -53,7 +42,7 @@ def _options(data_root, log_level='WARNING'):
 
 
 def _train(config, data_root, work_dir, iters):
-    _run_together([TRAIN_TOOL, config, '--work-dir', work_dir, '--cfg-options',
+    run_tools_together([TRAIN_TOOL, config, '--work-dir', work_dir, '--cfg-options',
                    f'train_cfg.max_iters={iters}', 'train_dataloader.batch_size=2',
                    'val_cfg=None', 'val_dataloader=None', 'val_evaluator=None',
                    'log_level=WARNING', f'train_dataloader.dataset.data_root={data_root}',
@@ -189,7 +178,7 @@ def full_sweep(seg_model, tmp_path_factory):
     """An uninterrupted sweep (2 corruptions × severities 1, 5) and a plain clean test."""
     checkpoint, data_root = seg_model
     root = str(tmp_path_factory.mktemp('sweep_full'))
-    outputs = _run_together(
+    outputs = run_tools_together(
         _sweep_command(checkpoint, data_root, f'{root}/sweep', log_level='INFO'),
         [TEST_TOOL, SEG_DEMO_CONFIG, checkpoint, '--work-dir', f'{root}/plain',
          '--cfg-options', *_options(data_root)[1]])
@@ -435,13 +424,6 @@ def test_calibration_and_temperature_scaling_in_the_sweep(full_sweep, seg_model,
     assert sweep.run().evaluated == []
 
 
-def _free_port():
-    import socket
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_processes_give_the_numbers_of_one(full_sweep, seg_model, tmp_path):
     """torchrun with 2 processes (gloo on a CPU-only machine): MMEngine's sampler splits
@@ -451,9 +433,9 @@ def test_two_processes_give_the_numbers_of_one(full_sweep, seg_model, tmp_path):
     checkpoint, data_root = seg_model
     work_dir = str(tmp_path / 'two_processes')
     command = ['-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_addr',
-               '127.0.0.1', '--master_port', str(_free_port()),
+               '127.0.0.1', '--master_port', str(free_port()),
                *_sweep_command(checkpoint, data_root, work_dir, '--launcher', 'pytorch')]
-    output = _run_together(command)[0]
+    output = run_tools_together(command)[0]
     assert '5 conditions evaluated, 0 skipped' in output, output[-3000:]
     documents = []
     for folder in (work_dir, reference_dir):

@@ -15,7 +15,7 @@ from mmengine.config import Config
 from mmengine.registry import DATASETS, DefaultScope
 
 import reobench_mm  # noqa: F401  (registration)
-from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG
+from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together
 from reobench_mm.apis import (check_corruption_args, corruption_settings, corruption_tag,
                               dump_json_atomic, infer_task, insert_corruption,
                               prepare_test_config, prepare_train_config, tagged_path,
@@ -360,16 +360,6 @@ def _run(tool, *arguments):
     return result
 
 
-def _run_together(*commands):
-    """Run tools concurrently (their start-up is mostly single-threaded imports)."""
-    processes = [subprocess.Popen([sys.executable, *command], cwd=PROJECT_ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for command in commands]
-    outputs = [process.communicate()[0] for process in processes]
-    for process, output in zip(processes, outputs):
-        assert process.returncode == 0, output[-5000:]
-
-
 def _loader_options(data_root, splits=('train', 'test')):
     options = ['log_level=WARNING']
     for split in splits:
@@ -404,7 +394,7 @@ def test_segmentation_train_then_test_clean_and_corrupted(demo_data, tmp_path):
     data_root, root = osp.join(demo_data, 'potsdam'), str(tmp_path)
     checkpoint = _train(SEG_DEMO_CONFIG, data_root, f'{root}/train', iters=40)
     noise = ('--corruption', 'gaussian_noise', '--severity', '5')
-    _run_together(
+    run_tools_together(
         _test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/clean'),
         _test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/noisy', *noise),
         # the same corruption set through corruption_cfg
@@ -426,7 +416,7 @@ def test_rotated_detection_train_then_test_clean_and_corrupted(demo_data, tmp_pa
     data_root, root = osp.join(demo_data, 'dior'), str(tmp_path)
     checkpoint = _train(DET_DEMO_CONFIG, data_root, f'{root}/train', iters=2)
     noise = ('--corruption', 'gaussian_noise', '--severity', '5', '--seed', '1')
-    _run_together(*(
+    run_tools_together(*(
         _test_command(DET_DEMO_CONFIG, checkpoint, data_root, f'{root}/{name}', '--out',
                       f'{root}/{name}.pkl', *arguments, options=('log_level=INFO', ))
         for name, arguments in (('clean', ()), ('noisy', noise), ('rerun', noise))))

@@ -91,8 +91,6 @@ def _model_name(config: str) -> str:
     return osp.splitext(osp.basename(config))[0]
 
 
-
-
 def _mean_or_none(values: Sequence[Optional[float]]) -> Optional[float]:
     if not values or any(v is None for v in values):
         return None

@@ -232,21 +232,24 @@ _CLASSWISE_METRICS = {
 }
 
 
-def classwise_evaluator(evaluator: Any) -> Any:
-    """The test evaluator config with MMSeg's ``IoUMetric`` and MMRotate's ``DOTAMetric``
-    replaced by :class:`ClasswiseIoUMetric` / :class:`InProcessDOTAMetric` (same
-    arguments, same summary numbers, plus ``IoU.<class>`` / ``AP.<class>``); other
-    metrics are kept as they are."""
-    def upgrade(metric):
-        if isinstance(metric, dict) and metric.get('type') in _CLASSWISE_METRICS:
-            metric = dict(metric, type=_CLASSWISE_METRICS[metric['type']])
-        return metric
-
+def _as_metric_list(evaluator: Any) -> List[Any]:
+    """The metric configs of a test evaluator config (one metric, a list, or
+    ``dict(metrics=...)``)."""
     if isinstance(evaluator, (list, tuple)):
-        return [upgrade(m) for m in evaluator]
+        return list(evaluator)
     if isinstance(evaluator, dict) and 'metrics' in evaluator and 'type' not in evaluator:
-        return dict(evaluator, metrics=classwise_evaluator(evaluator['metrics']))
-    return upgrade(evaluator)
+        return _as_metric_list(evaluator['metrics'])
+    return [evaluator]
+
+
+def classwise_evaluator(evaluator: Any) -> List[Any]:
+    """The metric configs of the test evaluator with MMSeg's ``IoUMetric`` and MMRotate's
+    ``DOTAMetric`` replaced by :class:`ClasswiseIoUMetric` / :class:`InProcessDOTAMetric`
+    (same arguments, same summary numbers, plus ``IoU.<class>`` / ``AP.<class>``); other
+    metrics are kept as they are."""
+    return [dict(metric, type=_CLASSWISE_METRICS[metric['type']])
+            if isinstance(metric, dict) and metric.get('type') in _CLASSWISE_METRICS
+            else metric for metric in _as_metric_list(evaluator)]
 
 
 #: Prefixes of the calibration metrics the sweep adds: as evaluated, and (segmentation,
@@ -269,14 +272,6 @@ def calibration_metric_cfgs(task: str, temperature_scaling: bool = False) -> Lis
     if temperature_scaling:
         metrics.append(dict(type='SegCalibrationMetric', prefix=SCALED_CALIBRATION_PREFIX))
     return metrics
-
-
-def _as_metric_list(evaluator: Any) -> List[Any]:
-    if isinstance(evaluator, (list, tuple)):
-        return list(evaluator)
-    if isinstance(evaluator, dict) and 'metrics' in evaluator and 'type' not in evaluator:
-        return _as_metric_list(evaluator['metrics'])
-    return [evaluator]
 
 
 # ----------------------------------------------------------------------------- the sweep
@@ -383,8 +378,7 @@ class RobustnessSweep:
         self.temperature_scaling = bool(temperature_scaling)
         self.calibration = bool(calibration) or self.temperature_scaling
         if self.calibration:
-            cfg.test_evaluator = _as_metric_list(cfg.test_evaluator) + calibration_metric_cfgs(
-                setup.task, self.temperature_scaling)
+            cfg.test_evaluator += calibration_metric_cfgs(setup.task, self.temperature_scaling)
         cfg.resume = False
         # workers must see the corruption switched in the main process: fresh workers
         # (forked from the current dataset) for every condition; without workers the
@@ -492,15 +486,21 @@ class RobustnessSweep:
                                  calibration=self.calibration,
                                  temperature=self.recorded_temperature())))
 
-    def recorded_temperature(self) -> Optional[dict]:
-        """``temperature.json`` of this sweep (temperature, source, NLL before/after), or
-        None without temperature scaling."""
+    def _temperature_record(self) -> Optional[dict]:
+        """``temperature.json`` if it was fitted for this sweep's inputs, else None."""
         path = osp.join(self.work_dir, TEMPERATURE_FILE)
         if not self.temperature_scaling or not osp.isfile(path):
             return None
         with open(path, encoding='utf-8') as handle:
             record = json.load(handle)
-        record.pop('fingerprint', None)
+        return record if record.get('fingerprint') == self.fingerprint else None
+
+    def recorded_temperature(self) -> Optional[dict]:
+        """The fitted temperature of this sweep (temperature, source, NLL before/after),
+        or None without temperature scaling."""
+        record = self._temperature_record()
+        if record is not None:
+            record.pop('fingerprint')
         return record
 
     # ------------------------------------------------------------------ model
@@ -577,12 +577,9 @@ class RobustnessSweep:
         import torch
         from mmengine.dist import is_main_process
         from mmengine.evaluator import Evaluator
-        path = osp.join(self.work_dir, TEMPERATURE_FILE)
-        if not self.force and osp.isfile(path):
-            with open(path, encoding='utf-8') as handle:
-                record = json.load(handle)
-            if record.get('fingerprint') == self.fingerprint:
-                return float(record['temperature'])
+        record = None if self.force else self._temperature_record()
+        if record is not None:
+            return float(record['temperature'])
         runner, cfg = self.runner, self.cfg
         if cfg.get('val_dataloader'):
             source = 'val_dataloader'
@@ -611,7 +608,7 @@ class RobustnessSweep:
                 nll_before=float(metrics['tscale/nll_before']),
                 nll_after=float(metrics['tscale/nll_after']),
                 num_pixels=int(metrics['tscale/num_pixels']), fingerprint=self.fingerprint),
-                path)
+                osp.join(self.work_dir, TEMPERATURE_FILE))
         return temperature
 
     def evaluate(self, condition: Condition) -> Tuple[Dict[str, float], float]:

@@ -597,8 +597,6 @@ class PixelCalibrationStats:
         }
 
 
-
-
 def _sample_field(data_sample: Any, key: str) -> torch.Tensor:
     """``data_sample[key]['data']`` for the dicts MMEngine passes (or a SegDataSample)."""
     if isinstance(data_sample, Mapping):
@@ -737,8 +735,6 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
             'stats': total.to_dict(),
         }
         return metrics
-
-
 
 
 def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str = '') -> str:

@@ -153,8 +153,6 @@ def _add_accumulators(total: Dict[str, np.ndarray],
     return total
 
 
-
-
 @METRICS.register_module()
 class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
     """Detection expected calibration error (D-ECE) of an oriented-box detector.

@@ -34,8 +34,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from ..fileio import atomic_write_bytes, atomic_write_text, file_sha256
 from .robustness import (CLEAN, CLEAN_CONDITION, REOBENCH_TABLE_ORDER, Condition,
                          ConditionResult, RobustnessSummary, _jsonable, aggregate,
-                         corruption_order, engine_to_paper_name, normalize_results, results_from_jsonable,
-                         robustness_scores)
+                         corruption_order, engine_to_paper_name, normalize_results,
+                         results_from_jsonable, robustness_scores)
 
 __all__ = [
     'RESULTS_FORMAT', 'RESULT_FILES', 'PLOT_FILES', 'VERSION_PACKAGES', 'column_title',
@@ -43,8 +43,8 @@ __all__ = [
     'package_versions', 'make_provenance', 'results_document', 'write_results_json',
     'results_csv_text', 'write_results_csv', 'render_report_md', 'plot_severity_curves',
     'plot_drop_by_corruption', 'plot_ece_vs_severity', 'plot_reliability_by_condition',
-    'plot_risk_coverage',
-    'calibration_keys', 'CALIBRATION_METRICS', 'CALIBRATION_PREFIXES', 'Report', 'write_report', 'load_results_json',
+    'plot_risk_coverage', 'calibration_keys', 'CALIBRATION_METRICS', 'CALIBRATION_PREFIXES',
+    'Report', 'write_report', 'load_results_json',
     'load_condition_results', 'summary_from_results_json', 'ComparisonTable',
     'build_comparison', 'comparison_markdown', 'comparison_csv_text', 'write_comparison'
 ]
@@ -482,6 +482,18 @@ def plot_ece_vs_severity(summary: RobustnessSummary, path: str) -> str:
         plt.close(fig)
 
 
+def _clean_and_strongest(summary: RobustnessSummary,
+                         details: Mapping[Any, Mapping[str, Any]],
+                         prefix: str) -> List[Tuple[str, Mapping[str, Any]]]:
+    """``[(label, details)]`` of the clean condition and of the strongest evaluated
+    severity of each corruption, for the calibration metric of ``prefix``."""
+    rows = [('clean', details[CLEAN_CONDITION][prefix])]
+    for name in summary.corruptions:
+        strongest = max(s for (n, s) in details if n == name)
+        rows.append((f'{name} @ {strongest}', details[(name, strongest)][prefix]))
+    return rows
+
+
 def plot_reliability_by_condition(summary: RobustnessSummary,
                                   details: Mapping[Any, Mapping[str, Any]], path: str,
                                   prefix: str = 'calib') -> str:
@@ -489,12 +501,9 @@ def plot_reliability_by_condition(summary: RobustnessSummary,
     severity of each corruption, from the calibration details of each condition
     (``{condition: {prefix: details}}`` as the sweep records them)."""
     from .calibration import plot_reliability_diagrams
-    panels = {'clean': details[CLEAN_CONDITION][prefix]}
-    for name in summary.corruptions:
-        strongest = max(s for (n, s) in details if n == name)
-        panels[f'{name} @ {strongest}'] = details[(name, strongest)][prefix]
     return plot_reliability_diagrams(
-        panels, path, title=f'Reliability: clean vs the strongest severity ({prefix}, '
+        dict(_clean_and_strongest(summary, details, prefix)), path,
+        title=f'Reliability: clean vs the strongest severity ({prefix}, '
         f'{CALIBRATION_PREFIXES.get(prefix, prefix)})')
 
 
@@ -507,12 +516,9 @@ def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping
     fig, ax = plt.subplots(figsize=(8, 5))
     try:
         cmap = plt.get_cmap('tab20')
-        rows = [('clean', details[CLEAN_CONDITION][prefix], 'black')]
-        for i, name in enumerate(summary.corruptions):
-            strongest = max(s for (n, s) in details if n == name)
-            rows.append((f'{name} @ {strongest}', details[(name, strongest)][prefix],
-                         cmap(i % 20)))
-        for label, data, colour in rows:
+        rows = _clean_and_strongest(summary, details, prefix)
+        colours = ['black'] + [cmap(i % 20) for i in range(len(rows) - 1)]
+        for (label, data), colour in zip(rows, colours):
             curve = data['risk_coverage']
             aurc = (data.get('metrics') or {}).get('AURC')
             text = f'{label} (AURC {aurc:.4f})' if aurc is not None else label

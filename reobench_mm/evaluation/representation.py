@@ -50,8 +50,6 @@ def _is_positive_int(value) -> bool:
             and value >= 1)
 
 
-
-
 # ----------------------------------------------------------------------------- HSIC / CKA
 def _hsic_unbiased_t(gram_x: torch.Tensor, gram_y: torch.Tensor) -> float:
     """The estimator on float64 Gram matrices (already checked). O(n²)."""

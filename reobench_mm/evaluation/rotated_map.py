@@ -93,7 +93,8 @@ class InProcessDOTAMetric(BaseMetric):
                  format_only: bool = False, outfile_prefix: Optional[str] = None,
                  merge_patches: bool = False, iou_thr: float = 0.1,
                  eval_mode: str = '11points', in_process: bool = True,
-                 classwise: bool = True, collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
+                 classwise: bool = True, collect_device: str = 'cpu',
+                 prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
         if eval_mode not in ('11points', 'area'):
             raise ValueError(f"eval_mode must be '11points' or 'area', got {eval_mode!r}")
