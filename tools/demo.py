@@ -162,22 +162,19 @@ def paper_table(results_json: str) -> List[str]:
         numbers = json.load(handle)['numbers']
     names = list(numbers['per_corruption'])
     header = ['Clean'] + [column_title(n) for n in names] + ['Avg', 'ΔTP']
-    row = [numbers['clean']] + [numbers['per_corruption'][n]['mean'] for n in names] + \
-        [numbers['avg'], numbers['delta_tp']]
-    lines = [numbers['metric']]
+    rows = [(numbers['metric'], '.2f',
+             [numbers['clean']] + [numbers['per_corruption'][n]['mean'] for n in names] +
+             [numbers['avg'], numbers['delta_tp']])]
     ece = numbers['extra'].get('calib/ECE')
     if ece:
-        lines.append('ECE')
-        row_ece = [ece['clean']] + [ece['per_corruption'][n] for n in names] + \
-            [ece['avg'], ece['avg'] - ece['clean']]
+        rows.append(('ECE', '.3f', [ece['clean']] + [ece['per_corruption'][n] for n in names] +
+                     [ece['avg'], ece['avg'] - ece['clean']]))
     widths = [max(len(h), 6) for h in header]
-    label = max(len(x) for x in lines)
+    label = max(len(name) for name, _, _ in rows)
     out = [' ' * label + '  ' + '  '.join(h.rjust(w) for h, w in zip(header, widths))]
-    out.append(lines[0].ljust(label) + '  ' +
-               '  '.join(f'{v:.2f}'.rjust(w) for v, w in zip(row, widths)))
-    if ece:
-        out.append('ECE'.ljust(label) + '  ' +
-                   '  '.join(f'{v:.3f}'.rjust(w) for v, w in zip(row_ece, widths)))
+    for name, fmt, values in rows:
+        out.append(name.ljust(label) + '  ' +
+                   '  '.join(f'{v:{fmt}}'.rjust(w) for v, w in zip(values, widths)))
     return out
 
 

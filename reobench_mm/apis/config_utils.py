@@ -108,11 +108,16 @@ def _is_image_loader(step) -> bool:
     return name.startswith('Load') and 'Image' in name
 
 
+def is_loading_name(name: str) -> bool:
+    """Whether a transform class name is image loading, annotation loading or box-type
+    conversion (the deterministic steps in front of a corruption)."""
+    return name.startswith('Load') and ('Image' in name or 'Annotation' in name) \
+        or name in BOX_CONVERSIONS
+
+
 def _is_loader(step) -> bool:
     """Image loading, annotation loading or box-type conversion."""
-    name = _type_name(step)
-    return _is_image_loader(step) or (name.startswith('Load') and 'Annotation' in name) \
-        or name in BOX_CONVERSIONS
+    return is_loading_name(_type_name(step))
 
 
 def _dataset_pipelines(dataset, path: str = 'dataset') -> Iterator[Tuple[str, list]]:

@@ -2,8 +2,9 @@
 
 A sweep runs the same test pipeline once per condition; only the steps from
 ``ApplyCorruption`` on change between conditions. :class:`DecodedSampleCache` replaces
-the loading steps in front of the corruption (``Load*`` and box-type conversions, which
-are deterministic) by a cache of their outputs, keyed by sample index and image path.
+the loading steps in front of the corruption (image and annotation loading and box-type
+conversions, which are deterministic) by a cache of their outputs, keyed by sample index
+and image path.
 :func:`cache_loading_steps` installs it in a built dataset and fills it once in the main
 process, so that the dataloader workers forked for each condition inherit the decoded
 images instead of decoding them again. The cache stops growing at ``max_bytes``; the
@@ -16,16 +17,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .config_utils import BOX_CONVERSIONS
+from .config_utils import is_loading_name
 
 __all__ = ['DecodedSampleCache', 'cache_loading_steps']
 
 DEFAULT_MAX_BYTES = 2 * 1024**3
-
-
-def _is_loading_step(transform: Any) -> bool:
-    name = type(transform).__name__
-    return name.startswith('Load') or name in BOX_CONVERSIONS
 
 
 def _nbytes(obj: Any) -> int:
@@ -105,7 +101,7 @@ def cache_loading_steps(dataset: Any, corruption_steps: Sequence[Any],
     if not positions:
         return []
     prefix = 0
-    while prefix < positions[0] and _is_loading_step(transforms[prefix]):
+    while prefix < positions[0] and is_loading_name(type(transforms[prefix]).__name__):
         prefix += 1
     if prefix == 0:
         return []
