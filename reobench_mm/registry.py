@@ -18,6 +18,7 @@ from typing import Optional, Type
 
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
+from mmengine.registry import LOOPS as MMENGINE_LOOPS
 from mmengine.registry import METRICS as MMENGINE_METRICS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import \
@@ -26,7 +27,7 @@ from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import Registry
 
 __all__ = [
-    'PluginRegistry', 'MODELS', 'TRANSFORMS', 'DATASETS', 'METRICS', 'HOOKS',
+    'PluginRegistry', 'MODELS', 'TRANSFORMS', 'DATASETS', 'METRICS', 'HOOKS', 'LOOPS',
     'OPTIM_WRAPPER_CONSTRUCTORS'
 ]
 
@@ -50,5 +51,6 @@ TRANSFORMS = PluginRegistry(MMENGINE_TRANSFORMS, locations=['reobench_mm.transfo
 DATASETS = PluginRegistry(MMENGINE_DATASETS, locations=['reobench_mm.datasets'])
 METRICS = PluginRegistry(MMENGINE_METRICS, locations=['reobench_mm.evaluation'])
 HOOKS = PluginRegistry(MMENGINE_HOOKS, locations=['reobench_mm.engine'])
+LOOPS = PluginRegistry(MMENGINE_LOOPS, locations=['reobench_mm.engine'])
 OPTIM_WRAPPER_CONSTRUCTORS = PluginRegistry(MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS,
                                             locations=['reobench_mm.engine'])

@@ -12,6 +12,7 @@ from mmengine.registry import MODELS, init_default_scope
 
 import reobench_mm  # noqa: F401
 from reobench_mm.models.backbones.convert import dense_backbone_types
+from reobench_mm.transforms.placement import corruption_position, transform_name
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SEG_CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs/upernet/*.py')))
@@ -48,8 +49,12 @@ def test_segmentation_config_builds_and_trains_one_step(path):
     assert cfg.model.backbone.init_cfg.checkpoint.startswith('checkpoints/')
     assert cfg.optim_wrapper.optimizer.lr == 6e-5 and cfg.train_dataloader.batch_size == 8
     assert cfg.train_cfg.max_epochs == 12
-    names = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
-    assert names.index('ApplyCorruption') < names.index('Resize')
+    # the test loop places ApplyCorruption after the loading, before Resize, for every
+    # kind of corruption
+    assert cfg.test_cfg.type == 'CorruptionTestLoop'
+    names = [transform_name(t) for t in cfg.test_dataloader.dataset.pipeline]
+    for geometric in (False, True):
+        assert corruption_position(names, geometric) == names.index('Resize')
     init_default_scope(cfg.default_scope)
     _narrow_backbone(cfg, 64)
     model_cfg = copy.deepcopy(cfg.model)
@@ -91,9 +96,11 @@ def test_detection_config_builds_and_trains_one_step(path):
     assert cfg.param_scheduler[-1].milestones == [8, 11]
     assert cfg.model.roi_head.bbox_head.num_classes == 20
     assert cfg.test_evaluator.iou_thrs == [0.5]
-    names = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
-    assert names.index('ConvertBoxType') < names.index('ApplyCorruption') \
-        < names.index('mmdet.Resize')
+    assert cfg.test_cfg.type == 'CorruptionTestLoop'
+    names = [transform_name(t) for t in cfg.test_dataloader.dataset.pipeline]
+    for geometric in (False, True):
+        assert corruption_position(names, geometric) == names.index('ConvertBoxType') + 1 \
+            == names.index('Resize')
     init_default_scope(cfg.default_scope)
     _narrow_backbone(cfg, 128)
     model_cfg = copy.deepcopy(cfg.model)

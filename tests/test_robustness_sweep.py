@@ -16,6 +16,8 @@ from reobench_mm.apis.sweep import (CheckpointMismatchError, RobustnessSweep, Sw
                                     parse_shard, run_sweep, select_corruptions,
                                     select_severities, shard_conditions, sweep_conditions)
 from reobench_mm.corruptions import list_corruptions
+from sweep_helpers import sweep_options as _options
+from sweep_helpers import untrained_checkpoint as _untrained_checkpoint
 
 TRAIN_TOOL = osp.join(PROJECT_ROOT, 'tools', 'train.py')
 TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
@@ -31,14 +33,6 @@ def _load_tool(path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _options(data_root, log_level='WARNING'):
-    """--cfg-options of a test run on the demo data (as a dict and as arguments)."""
-    options = {'log_level': log_level, 'test_dataloader.dataset.data_root': data_root,
-               'test_dataloader.num_workers': 0, 'test_dataloader.persistent_workers': False}
-    arguments = [f'{k}={v}' for k, v in options.items()]
-    return options, arguments
 
 
 def _train(config, data_root, work_dir, iters):
@@ -312,21 +306,6 @@ def test_two_shards_merged_equal_one_full_run(full_sweep, seg_model, tmp_path, c
         with open(osp.join(out, name), 'rb') as a, \
                 open(osp.join(reference_dir, name), 'rb') as b:
             assert a.read() == b.read(), f'merged {name} differs from the full run'
-
-
-def _untrained_checkpoint(config, path):
-    """A checkpoint of the config's freshly initialised model."""
-    from mmengine.config import Config
-    from mmengine.registry import DefaultScope
-
-    from reobench_mm.registry import MODELS
-    cfg = Config.fromfile(config)
-    torch.manual_seed(0)
-    with DefaultScope.overwrite_default_scope(cfg.default_scope):
-        model = MODELS.build(cfg.model)
-    model.init_weights()
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
-    return path
 
 
 @pytest.mark.slow

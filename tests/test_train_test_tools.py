@@ -39,16 +39,14 @@ def _stock_config(tmp_path, base: str, scope: str) -> Config:
 
 # ----------------------------------------------------------------------------- insertion
 
-def test_demo_configs_carry_a_clean_corruption_step():
-    for path, after, before in ((SEG_DEMO_CONFIG, 'LoadAnnotations', 'PackSegInputs'),
-                                (DET_DEMO_CONFIG, 'ConvertBoxType', 'mmdet.Resize')):
+def test_demo_configs_test_under_a_clean_corruption_loop():
+    for path in (SEG_DEMO_CONFIG, DET_DEMO_CONFIG):
         cfg = Config.fromfile(path)
-        assert cfg.corruption_cfg == dict(corruption='clean', severity=0, seed=0,
-                                          protocol='reobench', border='reflect')
+        assert cfg.test_cfg == dict(type='CorruptionTestLoop', corruption='clean', severity=0)
+        assert 'corruption_cfg' not in cfg
         for key, pipeline in get_test_pipelines(cfg):
-            types = _types(pipeline)
-            i = types.index('ApplyCorruption')
-            assert types[i - 1] == after and types[i + 1] == before, (key, types)
+            # the loop places the step when it is built
+            assert 'ApplyCorruption' not in _types(pipeline), key
             assert {'corruption', 'severity'} <= set(pipeline[-1]['meta_keys'])
         assert corruption_settings(cfg)['corruption'] == 'clean'
 
@@ -66,7 +64,9 @@ def test_insert_replaces_the_step_of_the_demo_configs():
                                    severity=5, seed=3, protocol='reobench', border='reflect')
         assert pipeline[3]['meta_keys'].count('corruption') == 1
     assert cfg.val_dataloader.to_dict() == val_before, 'only the test pipelines change'
-    assert cfg.corruption_cfg.corruption == 'gaussian_noise'
+    # the config's CorruptionTestLoop gets the same condition
+    assert cfg.test_cfg == dict(type='CorruptionTestLoop', corruption='gaussian_noise',
+                                severity=5, seed=3, protocol='reobench', border='reflect')
     assert corruption_settings(cfg) == dict(corruption='gaussian_noise', severity=5, seed=3,
                                             protocol='reobench', border='reflect')
     # again: still one step, now with the new settings
@@ -91,8 +91,9 @@ def test_insert_into_stock_toolbox_configs(tmp_path):
     assert 'ApplyCorruption' not in _types(cfg.test_dataloader.dataset.pipeline)
     insert_corruption(cfg, 'haze', 3)
     for _, pipeline in get_test_pipelines(cfg):
-        assert _types(pipeline) == ['LoadImageFromFile', 'Resize', 'LoadAnnotations',
-                                    'ApplyCorruption', 'PackSegInputs']
+        # a pixel-value corruption: on the original image, before Resize
+        assert _types(pipeline) == ['LoadImageFromFile', 'ApplyCorruption', 'Resize',
+                                    'LoadAnnotations', 'PackSegInputs']
         # PackSegInputs had no meta_keys: its defaults plus the corruption keys
         assert pipeline[-1]['meta_keys'] == (
             'img_path', 'seg_map_path', 'ori_shape', 'img_shape', 'pad_shape', 'scale_factor',
@@ -186,7 +187,8 @@ def test_insert_errors(tmp_path):
     with pytest.raises(ValueError, match='no test pipeline'):
         insert_corruption(no_loader, 'cloud', 1)
     doubled = Config.fromfile(SEG_DEMO_CONFIG)
-    doubled.test_dataloader.dataset.pipeline.insert(1, dict(type='ApplyCorruption'))
+    for _ in range(2):
+        doubled.test_dataloader.dataset.pipeline.insert(1, dict(type='ApplyCorruption'))
     with pytest.raises(ValueError, match='2 ApplyCorruption steps'):
         insert_corruption(doubled, 'cloud', 1)
 
@@ -213,10 +215,10 @@ def test_tags_paths_and_atomic_json(tmp_path):
 def test_prepare_test_config(tmp_path):
     checkpoint = tmp_path / 'model.pth'
     checkpoint.write_bytes(b'')
-    # the corruption_cfg key of configs/_base_/corruptions.py, set by --cfg-options
+    # the condition of the config's CorruptionTestLoop, set by --cfg-options
     setup = prepare_test_config(SEG_DEMO_CONFIG, str(checkpoint), out=str(tmp_path / 'maps'),
-                                cfg_options={'corruption_cfg.corruption': 'cloud',
-                                             'corruption_cfg.severity': 3})
+                                cfg_options={'test_cfg.corruption': 'cloud',
+                                             'test_cfg.severity': 3})
     assert setup.tag == 'cloud_s3' and setup.task == 'segmentation'
     assert setup.cfg.test_dataloader.dataset.pipeline[2]['corruption'] == 'cloud'
     assert setup.cfg.work_dir == osp.join('./work_dirs', osp.basename(SEG_DEMO_CONFIG)[:-3])
@@ -224,19 +226,26 @@ def test_prepare_test_config(tmp_path):
     assert setup.cfg.test_evaluator.output_dir == str(tmp_path / 'maps_cloud_s3')
     assert setup.cfg.load_from == str(checkpoint)
     assert 'reobench_mm' in setup.cfg.custom_imports.imports
-    # the command-line flags win over corruption_cfg
+    assert setup.cfg.test_cfg.corruption == 'cloud' and setup.cfg.test_cfg.severity == 3
+    # the command-line flags win over test_cfg
     setup = prepare_test_config(DET_DEMO_CONFIG, str(checkpoint), work_dir=str(tmp_path / 'w'),
                                 out=str(tmp_path / 'p.pkl'),
-                                cfg_options={'corruption_cfg.corruption': 'cloud'},
+                                cfg_options={'test_cfg.corruption': 'cloud',
+                                             'test_cfg.severity': 2},
                                 corruption=dict(corruption='rotate', severity=1))
     assert setup.tag == 'rotate_s1' and setup.task == 'rotated_detection'
+    assert setup.cfg.test_cfg.corruption == 'rotate' and setup.cfg.test_cfg.severity == 1
     assert setup.dump_file == str(tmp_path / 'p_rotate_s1.pkl')
     assert setup.metrics_file == str(tmp_path / 'w' / 'metrics_rotate_s1.json')
     with pytest.raises(ValueError, match='must be a .pkl file'):
         prepare_test_config(DET_DEMO_CONFIG, str(checkpoint), out=str(tmp_path / 'p.json'))
-    with pytest.raises(ValueError, match='unknown corruption_cfg keys'):
+    with pytest.raises(ValueError, match=r"unknown test_cfg keys \['level'\]"):
         prepare_test_config(SEG_DEMO_CONFIG, str(checkpoint),
-                            cfg_options={'corruption_cfg.level': 3})
+                            cfg_options={'test_cfg.level': 3})
+    # a corruption_cfg variable (read by nothing) is refused rather than ignored
+    with pytest.raises(ValueError, match='corruption_cfg, which nothing reads'):
+        prepare_test_config(SEG_DEMO_CONFIG, str(checkpoint),
+                            cfg_options={'corruption_cfg.corruption': 'cloud'})
     with pytest.raises(FileNotFoundError, match='does not exist'):
         prepare_test_config(SEG_DEMO_CONFIG, str(tmp_path / 'missing.pth'))
 
@@ -397,10 +406,9 @@ def test_segmentation_train_then_test_clean_and_corrupted(demo_data, tmp_path):
     run_tools_together(
         _test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/clean'),
         _test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/noisy', *noise),
-        # the same corruption set through corruption_cfg
+        # the same corruption set through the config's CorruptionTestLoop
         _test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/rerun',
-                      options=('corruption_cfg.corruption=gaussian_noise',
-                               'corruption_cfg.severity=5')))
+                      options=('test_cfg.corruption=gaussian_noise', 'test_cfg.severity=5')))
     clean = _metrics(f'{root}/clean', 'clean')
     noisy = _metrics(f'{root}/noisy', 'gaussian_noise_s5')
     assert (noisy['corruption'], noisy['severity'], noisy['seed']) == ('gaussian_noise', 5, 0)

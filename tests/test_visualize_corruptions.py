@@ -22,13 +22,33 @@ def test_grid_layout_and_moving_overlays():
     polygons = np.array([[40, 40, 80, 40, 80, 60, 40, 60]], np.float64)
     grid = corruption_grid(image, corruptions=['haze', 'translate'], tile_size=128,
                            polygons=polygons)
-    assert grid.shape == (22 + 2 * 132, 170 + 6 * 132, 3)
+    # the label column fits the longest name ('translate') with a margin
+    label = cv2.getTextSize('translate', cv2.FONT_HERSHEY_SIMPLEX, 0.45, 1)[0][0] + 12
+    assert grid.shape == (22 + 2 * 132, label + 6 * 132, 3)
     red = (grid[..., 0] > 200) & (grid[..., 1] < 80)
     row2 = slice(22 + 132, 22 + 132 + 128)
-    clean, translated = red[row2, 170:298], red[row2, 170 + 132 * 5:170 + 132 * 5 + 128]
-    assert red[22:150, 170:298].any() and clean.any() and translated.any()
+    clean = red[row2, label:label + 128]
+    translated = red[row2, label + 132 * 5:label + 132 * 5 + 128]
+    assert red[22:150, label:label + 128].any() and clean.any() and translated.any()
     shift = np.argwhere(translated).mean(0) - np.argwhere(clean).mean(0)
     assert np.allclose(np.abs(shift), 35, atol=1.5), 'the box moved with the pixels'
+
+
+def test_grid_text_fits_its_cells():
+    """Row names never run into the first tile, column titles never into each other."""
+    image = np.full((64, 64, 3), 90, np.uint8)
+    names = ['poisson_gaussian_noise', 'cloud_shadow']
+    for tile in (24, 48, 160):
+        grid = corruption_grid(image, 'geofm_calibration', names, tile_size=tile)
+        label = max(cv2.getTextSize(n, cv2.FONT_HERSHEY_SIMPLEX, 0.45, 1)[0][0]
+                    for n in names) + 12
+        assert grid.shape[1] == label + 6 * (tile + 4)
+        header = grid[:22] < 128  # dark text pixels of the column titles
+        for column in range(6):
+            gap = label + column * (tile + 4) + tile  # the 4-pixel gap after each tile
+            assert not header[:, gap:gap + 3].any(), (tile, column)
+        names_area = grid[22:, :label] < 128
+        assert names_area.any() and not names_area[:, -4:].any()
 
 
 @pytest.mark.slow

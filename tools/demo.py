@@ -19,17 +19,17 @@ import os.path as osp
 import sys
 import time
 import warnings
-from typing import List, NamedTuple
+from typing import NamedTuple
 
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from reobench_mm.apis.sweep import (RobustnessSweep, SweepError, select_corruptions,
-                                    select_severities)
+from reobench_mm.apis.sweep import (FingerprintMismatchError, RobustnessSweep, SweepError,
+                                    select_corruptions, select_severities)
 from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
                                             tree_digest)
 from reobench_mm.engine import rescale_iter_schedule
-from reobench_mm.evaluation.report import column_title
+from reobench_mm.evaluation.report import load_results_json, paper_table_lines
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SEG_CONFIG = osp.join(ROOT, 'configs', 'demo',
@@ -140,42 +140,28 @@ def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> st
     options = {'log_level': 'WARNING', 'test_dataloader.dataset.data_root': data_root,
                'val_dataloader.dataset.data_root': data_root}
     calibration = not args.no_calibration
-    sweep = RobustnessSweep(
-        task.config, checkpoint, corruptions=args.corruptions, severities=args.severities,
-        seed=args.seed, work_dir=osp.join(args.work_dir, task.work_subdir, 'robustness'),
-        cfg_options=options, force=trained, calibration=calibration,
-        temperature_scaling=calibration and task.name == 'segmentation')
+
+    def make_sweep(force: bool) -> RobustnessSweep:
+        return RobustnessSweep(
+            task.config, checkpoint, corruptions=args.corruptions, severities=args.severities,
+            seed=args.seed, work_dir=osp.join(args.work_dir, task.work_subdir, 'robustness'),
+            cfg_options=options, force=force, calibration=calibration,
+            temperature_scaling=calibration and task.name == 'segmentation')
+
+    sweep = make_sweep(force=trained)
     count = len(sweep.conditions)
     print(f'[demo] {task.name}: robustness sweep over {count} conditions (clean + '
           f'{len(args.corruptions)} corruptions x {len(args.severities)} severities)')
     sys.stdout.flush()
-    outcome = sweep.run()
+    try:
+        outcome = sweep.run()
+    except FingerprintMismatchError as error:  # e.g. the code or the data changed
+        print(f'[demo] {task.name}: the finished conditions were computed from other inputs '
+              f'(the {", ".join(error.parts)} changed); evaluating them again')
+        outcome = make_sweep(force=True).run()
     print(f'[demo] {task.name}: {len(outcome.evaluated)} conditions evaluated, '
           f'{len(outcome.skipped)} reused, {outcome.wall_seconds:.0f}s')
     return outcome.report_files['results.json']
-
-
-def paper_table(results_json: str) -> List[str]:
-    """The REOBench-layout row of one results.json as aligned text lines (Clean,
-    corruption columns, Avg, ΔTP; ECE clean and average below when present)."""
-    with open(results_json, encoding='utf-8') as handle:
-        numbers = json.load(handle)['numbers']
-    names = list(numbers['per_corruption'])
-    header = ['Clean'] + [column_title(n) for n in names] + ['Avg', 'ΔTP']
-    rows = [(numbers['metric'], '.2f',
-             [numbers['clean']] + [numbers['per_corruption'][n]['mean'] for n in names] +
-             [numbers['avg'], numbers['delta_tp']])]
-    ece = numbers['extra'].get('calib/ECE')
-    if ece:
-        rows.append(('ECE', '.3f', [ece['clean']] + [ece['per_corruption'][n] for n in names] +
-                     [ece['avg'], ece['avg'] - ece['clean']]))
-    widths = [max(len(h), 6) for h in header]
-    label = max(len(name) for name, _, _ in rows)
-    out = [' ' * label + '  ' + '  '.join(h.rjust(w) for h, w in zip(header, widths))]
-    for name, fmt, values in rows:
-        out.append(name.ljust(label) + '  ' +
-                   '  '.join(f'{v:{fmt}}'.rjust(w) for v, w in zip(values, widths)))
-    return out
 
 
 def main() -> None:
@@ -194,7 +180,7 @@ def main() -> None:
           'ECE row: clean, per corruption, Avg, Avg - Clean):')
     for name, results_json in reports.items():
         print(f'\n  {name}:')
-        for line in paper_table(results_json):
+        for line in paper_table_lines(load_results_json(results_json)['numbers']):
             print('    ' + line)
         print(f"    report: {osp.join(osp.dirname(results_json), 'report.md')}")
 

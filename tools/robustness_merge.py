@@ -4,8 +4,13 @@
 
 Reads every ``shard_<i>-of-<n>.json`` manifest in the work dirs (written by
 ``tools/robustness_test.py --shard i/n``) and the condition files they list, checks
-that they belong to one sweep and cover all shards, and writes ``results.json``,
-``results.csv``, ``report.md`` and plots into ``--out`` (default: the first WORK_DIR).
+that they belong to one sweep and cover all shards, checks every condition file as a
+resumed sweep does, and writes ``results.json``, ``results.csv``, ``report.md`` and plots
+into ``--out`` (default: the first WORK_DIR); then prints the paper-layout table.
+
+Exit status 2, with one line on stderr naming the file and what is wrong, for manifests
+of different sweeps, missing shards, missing, malformed or edited condition files and
+report files that cannot be written.
 """
 import argparse
 import sys
@@ -18,14 +23,16 @@ def main(argv=None) -> int:
     parser.add_argument('--no-plots', action='store_true', help='no plots in the report')
     args = parser.parse_args(argv)
     from reobench_mm.apis.sweep import merge_sweeps
+    from reobench_mm.evaluation.report import paper_table_lines
     try:
         report = merge_sweeps(args.work_dirs, args.out or args.work_dirs[0],
                               plots=not args.no_plots)
     except (OSError, ValueError) as error:
-        print(f'error: {error}', file=sys.stderr)
+        print(f'error: {" ".join(str(error).split())}', file=sys.stderr)
         return 2
     for name, path in sorted(report.files.items()):
         print(f'{name}: {path}')
+    print('\n'.join(paper_table_lines(report.summary, caption=True)))
     return 0
 
 

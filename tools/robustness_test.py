@@ -12,7 +12,14 @@ test pipeline is switched for each condition. Each finished condition is written
 again). At the end: ``results.json``, ``results.csv``, ``report.md`` and plots in
 WORK_DIR (default ``work_dirs/robustness/<config stem>``). With ``--shard i/n`` only
 every n-th condition from i runs and a manifest ``shard_<i>-of-<n>.json`` is written;
-``tools/robustness_merge.py`` merges the shards and writes the report.
+``tools/robustness_merge.py`` merges the shards and writes the report. The paper-layout
+table (the metric, and with ``--calibration`` the ECE, per corruption, then Avg and ΔTP)
+is printed at the end.
+
+Exit status 0 on success, 2 for bad inputs and refused runs (a checkpoint that cannot be
+used or does not fit, a work dir in use by another sweep or holding results of other
+inputs) and for files that cannot be written (one line on stderr names the file and the
+reason; the finished conditions are kept, so a rerun resumes).
 """
 import argparse
 import os
@@ -68,9 +75,18 @@ def parse_args(argv=None):
     return args, parser
 
 
+def error_line(error: BaseException) -> str:
+    """The one line printed for a refused or failed run."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f'{error.filename}: ' if error.filename else ''
+        return f'error: {where}{error.strerror}'
+    return f'error: {" ".join(str(error).split())}'
+
+
 def main(argv=None) -> int:
     args, parser = parse_args(argv)
-    from reobench_mm.apis.sweep import CheckpointMismatchError, RobustnessSweep, SweepError
+    from reobench_mm.apis.sweep import RobustnessSweep, SweepError
+    from reobench_mm.engine.checkpoint import CheckpointError
     try:
         sweep = RobustnessSweep(
             args.config, args.checkpoint, corruptions=args.corruptions,
@@ -79,12 +95,12 @@ def main(argv=None) -> int:
             launcher=args.launcher, force=args.force, shard=args.shard,
             plots=not args.no_plots, calibration=args.calibration,
             temperature_scaling=args.temperature_scaling)
-    except (FileNotFoundError, KeyError, ValueError) as error:
+    except (OSError, KeyError, ValueError) as error:
         parser.error(error.args[0] if isinstance(error, KeyError) else str(error))
     try:
         outcome = sweep.run()
-    except (CheckpointMismatchError, SweepError) as error:
-        print(f'error: {error}', file=sys.stderr)
+    except (SweepError, CheckpointError, OSError) as error:
+        print(error_line(error), file=sys.stderr)
         return 2
     from mmengine.dist import is_main_process
     if is_main_process():
@@ -94,6 +110,10 @@ def main(argv=None) -> int:
             print(f'{name}: {path}')
         if outcome.manifest:
             print(f'shard manifest: {outcome.manifest}')
+        if 'results.json' in outcome.report_files:
+            from reobench_mm.evaluation.report import load_results_json, paper_table_lines
+            numbers = load_results_json(outcome.report_files['results.json'])['numbers']
+            print('\n'.join(paper_table_lines(numbers, caption=True)))
     return 0
 
 

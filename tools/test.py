@@ -2,21 +2,27 @@
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out PATH] [--show]
                          [--show-dir DIR] [--cfg-options KEY=VALUE ...]
-                         [--launcher none|pytorch|slurm|mpi]
+                         [--launcher none|pytorch|slurm|mpi] [--partial-checkpoint]
                          [--corruption NAME --severity K [--seed S]
                           [--protocol reobench|geofm_calibration] [--border reflect|constant]]
 
-``--corruption`` puts one ``ApplyCorruption`` into the test pipeline (after loading
-the image, the annotations and ``ConvertBoxType``, before resizing, normalisation and
-packing) or updates the one there; ``--cfg-options corruption_cfg.corruption=NAME
-corruption_cfg.severity=K`` does the same for configs that include
-``configs/_base_/corruptions.py``. The metrics go to ``{work_dir}/metrics_{tag}.json``
-(``tag`` = ``clean`` or ``{corruption}_s{severity}``), and ``--out``/``--show-dir``
-get ``_{tag}`` as suffix. ``--out``: segmentation, a folder for predicted label maps;
-rotated detection, a ``.pkl`` file of the raw predictions.
+``--corruption`` makes the test loop a ``CorruptionTestLoop`` with that condition, which
+puts ``ApplyCorruption`` where it belongs in the test pipeline (right after image
+loading; after the annotation loading and ``ConvertBoxType`` for geometric corruptions)
+or updates (and, if misplaced, moves) the one there; ``--cfg-options
+test_cfg.corruption=NAME test_cfg.severity=K`` does the same. The metrics go to
+``{work_dir}/metrics_{tag}.json`` (``tag`` = ``clean`` or ``{corruption}_s{severity}``),
+and ``--out``/``--show-dir`` get ``_{tag}`` as suffix. ``--out``: segmentation, a folder
+for predicted label maps; rotated detection, a ``.pkl`` file of the raw predictions.
+
+The checkpoint is loaded strictly, as the robustness sweep loads it: a file that cannot
+be read, or whose weights do not fit the model (missing, unexpected or mis-shaped keys),
+stops the run with exit code 2 and leaves the work dir as it was. ``--partial-checkpoint``
+loads what fits and logs what did not.
 """
 import argparse
 import os
+import sys
 import time
 
 # The OpenMMLab imports live in the functions: MMRotate's DOTAMetric evaluates in a
@@ -43,8 +49,11 @@ def parse_args():
     parser.add_argument('--wait-time', type=float, default=2, help='--show interval (s)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, KEY=VALUE (lists: key="[a,b]"); '
-                        'corruption_cfg.corruption=NAME corruption_cfg.severity=K sets the '
-                        'corruption of configs that include configs/_base_/corruptions.py')
+                        'test_cfg.corruption=NAME test_cfg.severity=K sets the corruption '
+                        'as --corruption/--severity do')
+    parser.add_argument('--partial-checkpoint', action='store_true',
+                        help='load a checkpoint that does not fit the model completely '
+                        '(what does not fit is logged as a warning) instead of stopping')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
                         default='none', help='job launcher')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
@@ -76,14 +85,19 @@ def corruption_from_args(args, parser):
                 border=args.border or 'reflect')
 
 
-def main() -> None:
+def main() -> int:
     args, parser = parse_args()
     from mmengine.dist import is_main_process
     from mmengine.logging import print_log
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
-    from reobench_mm.apis import dump_json_atomic, prepare_test_config
+    from reobench_mm.apis import corruption_tag, dump_json_atomic, prepare_test_config
+    from reobench_mm.apis.sweep_store import restored_on_failure
+    from reobench_mm.engine.checkpoint import (CheckpointError, load_checkpoint_strict,
+                                               read_checkpoint)
+    from reobench_mm.transforms import corruption_steps
+    from reobench_mm.transforms.placement import condition_of
 
     corruption = corruption_from_args(args, parser)
     try:
@@ -91,17 +105,41 @@ def main() -> None:
             args.config, args.checkpoint, work_dir=args.work_dir, out=args.out,
             show=args.show, show_dir=args.show_dir, wait_time=args.wait_time,
             cfg_options=args.cfg_options, launcher=args.launcher, corruption=corruption)
+        checkpoint = read_checkpoint(args.checkpoint)  # before anything is written
     except (FileNotFoundError, KeyError, ValueError) as error:
+        if isinstance(error, CheckpointError):
+            print(f'error: {error}', file=sys.stderr)
+            return 2
         parser.error(error.args[0] if isinstance(error, KeyError) else str(error))
     cfg = setup.cfg
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    if setup.dump_file is not None:
-        from mmengine.evaluator import DumpResults
-        runner.test_evaluator.metrics.append(DumpResults(out_file_path=setup.dump_file))
+    cfg.load_from = None  # loaded strictly below, as Runner.test() would load it
+    try:
+        with restored_on_failure(cfg.work_dir):
+            runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+            if setup.dump_file is not None:
+                from mmengine.evaluator import DumpResults
+                runner.test_evaluator.metrics.append(
+                    DumpResults(out_file_path=setup.dump_file))
+            # Runner.test(), with the checkpoint loaded strictly at the same point
+            loop = runner.test_loop
+            runner.call_hook('before_run')
+            runner.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+            load_checkpoint_strict(runner.model, args.checkpoint, config=args.config,
+                                   checkpoint=checkpoint, strict=not args.partial_checkpoint)
+            runner.logger.info(f'Load checkpoint from {args.checkpoint}')
+    except CheckpointError as error:
+        print(f'error: {error} (nothing was written; --partial-checkpoint loads what fits)',
+              file=sys.stderr)
+        return 2
+    applied = condition_of(corruption_steps(loop.dataloader.dataset))
+    if corruption_tag(**applied) != setup.tag:  # never report under another label
+        raise RuntimeError(f'the built test pipeline applies {applied}, but the run was '
+                           f'prepared for {setup.corruption}')
     print_log(f'corruption: {setup.tag} ({setup.corruption}), task: {setup.task}',
               logger='current')
     start = time.time()
-    metrics = runner.test()
+    metrics = loop.run()
+    runner.call_hook('after_run')
     seconds = time.time() - start
     metrics = {key: float(value) for key, value in metrics.items()}
     print_log(f'metrics [{setup.tag}]: ' + '  '.join(f'{k}: {v:.4f}' for k, v in metrics.items()),
@@ -113,7 +151,8 @@ def main() -> None:
                               time=time.strftime('%Y-%m-%dT%H:%M:%S')),
                          setup.metrics_file)
         print_log(f'metrics written to {setup.metrics_file}', logger='current')
+    return 0
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(main())

@@ -17,6 +17,7 @@ import numpy as np
 
 from reobench_mm.corruptions import resolve_corruptions
 from reobench_mm.corruptions.preview import corruption_grid
+from reobench_mm.fileio import atomic_write_bytes
 
 CORNER_KEYS = ('left_top', 'right_top', 'right_bottom', 'left_bottom')
 
@@ -31,7 +32,8 @@ def read_polygons(path: str) -> np.ndarray:
                 rows.append([float(box.find(f'{a}_{k}').text) for k in CORNER_KEYS
                              for a in 'xy'])
         return np.array(rows, np.float64).reshape(-1, 8)
-    rows = [line.split()[:8] for line in open(path) if len(line.split()) >= 9]
+    with open(path, encoding='utf-8') as handle:
+        rows = [line.split()[:8] for line in handle if len(line.split()) >= 9]
     return np.array(rows, np.float64).reshape(-1, 8)
 
 
@@ -75,8 +77,14 @@ def main() -> None:
     grid = corruption_grid(image, args.protocol, names, seed=args.seed,
                            key=osp.basename(args.image), tile_size=args.tile_size,
                            label_map=label_map, polygons=polygons)
-    if not cv2.imwrite(args.out, grid[..., ::-1]):
-        sys.exit(f'error: cannot write {args.out}')
+    suffix = osp.splitext(args.out)[1] or '.png'
+    encoded, data = cv2.imencode(suffix, np.ascontiguousarray(grid[..., ::-1]))
+    if not encoded:
+        sys.exit(f'error: cannot encode the grid as {suffix} for {args.out}')
+    try:
+        atomic_write_bytes(args.out, data.tobytes())
+    except OSError as error:
+        sys.exit(f'error: cannot write {args.out}: {error}')
     print(f'wrote {args.out} ({len(names)} corruptions x clean + 5 severities)')
 
 

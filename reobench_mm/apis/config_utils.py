@@ -3,9 +3,12 @@
 The tools only parse arguments; everything they do to a config lives here so that
 it can be used (and tested) from Python:
 
+- :func:`use_corruption_loop` sets the config's test loop to ``CorruptionTestLoop``
+  with a condition, the one way to set a config's corruption that every test entry
+  point honours (the loop places the ``ApplyCorruption`` step when it is built);
 - :func:`insert_corruption` puts one ``ApplyCorruption`` into the test pipelines
-  of a config (or updates the one already there);
-- :func:`corruption_settings` reads back what a config's test pipeline applies,
+  of a config at the right place (or updates, and if misplaced moves, the one there);
+- :func:`corruption_settings` reads back what a config's test run applies,
   :func:`corruption_tag` turns it into a file-name tag, :func:`tagged_path` adds
   that tag to a path;
 - :func:`prepare_train_config` / :func:`prepare_test_config` apply the command-line
@@ -14,37 +17,39 @@ it can be used (and tested) from Python:
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os.path as osp
-import warnings
-from typing import Iterator, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from mmengine.config import Config, ConfigDict
+from mmengine.logging import print_log
 
 from ..corruptions import PROTOCOLS, get_corruption
 from ..corruptions.base import check_severity
 from ..corruptions.geometric import BORDER_MODES
 from ..fileio import dump_json_atomic
+from ..transforms.placement import (CLEAN_SETTINGS, CONDITION_KEYS, CORRUPTION_META_KEYS,
+                                    Placement, dataset_pipelines, is_corruption_step,
+                                    is_image_loading_name, place_condition, transform_name)
 
 __all__ = [
-    'CORRUPTION_DEFAULTS', 'CORRUPTION_META_KEYS', 'SEGMENTATION', 'ROTATED_DETECTION',
-    'infer_task', 'ensure_custom_imports', 'default_work_dir', 'check_corruption_args',
-    'insert_corruption', 'corruption_settings', 'sync_corruption_cfg', 'corruption_tag',
-    'tagged_path', 'get_test_pipelines', 'corruption_position', 'dump_json_atomic',
-    'prepare_train_config', 'prepare_test_config', 'PreparedTest'
+    'CORRUPTION_DEFAULTS', 'CORRUPTION_META_KEYS', 'CORRUPTION_LOOP', 'SEGMENTATION',
+    'ROTATED_DETECTION', 'infer_task', 'ensure_custom_imports', 'default_work_dir',
+    'check_corruption_args', 'insert_corruption', 'use_corruption_loop',
+    'use_plain_test_loop', 'corruption_loop_settings', 'corruption_settings',
+    'check_no_corruption_cfg', 'corruption_tag', 'tagged_path', 'get_test_pipelines',
+    'dump_json_atomic', 'prepare_train_config', 'prepare_test_config', 'PreparedTest'
 ]
 
 SEGMENTATION = 'segmentation'
 ROTATED_DETECTION = 'rotated_detection'
 TASK_OF_SCOPE = {'mmseg': SEGMENTATION, 'mmrotate': ROTATED_DETECTION,
                  'mmdet': ROTATED_DETECTION}
-#: Settings of a clean run; ``configs/_base_/corruptions.py`` holds the same as
-#: ``corruption_cfg``, the key that ``--cfg-options corruption_cfg.<key>=...`` sets.
-CORRUPTION_DEFAULTS = dict(corruption='clean', severity=0, seed=0, protocol='reobench',
-                           border='reflect')
-CORRUPTION_META_KEYS = ('corruption', 'severity')
-CORRUPTION_TYPES = ('ApplyCorruption', 'reobench_mm.ApplyCorruption')
-BOX_CONVERSIONS = ('ConvertBoxType', 'ConvertMask2BoxType')
+#: Settings of a clean run.
+CORRUPTION_DEFAULTS = CLEAN_SETTINGS
+#: The registered test loop that evaluates under a condition.
+CORRUPTION_LOOP = 'CorruptionTestLoop'
 PLUGIN = 'reobench_mm'
 
 
@@ -56,9 +61,9 @@ def infer_task(cfg: Config) -> str:
     scope = cfg.get('default_scope')
     if scope in TASK_OF_SCOPE:
         return TASK_OF_SCOPE[scope]
-    for _, pipeline in _dataset_pipelines(cfg.get('test_dataloader', {}).get('dataset')):
+    for _, pipeline in dataset_pipelines(cfg.get('test_dataloader', {}).get('dataset')):
         for step in pipeline:
-            name = _type_name(step)
+            name = transform_name(step)
             if name == 'PackSegInputs':
                 return SEGMENTATION
             if name == 'PackDetInputs':
@@ -89,50 +94,6 @@ def default_work_dir(config_path: str) -> str:
 
 # ----------------------------------------------------------------------------- pipelines
 
-def _type_name(step) -> str:
-    """The transform's class name without a scope prefix (``mmdet.Resize`` -> ``Resize``)."""
-    kind = step.get('type') if isinstance(step, dict) else None
-    if isinstance(kind, str):
-        return kind.rsplit('.', 1)[-1]
-    return getattr(kind, '__name__', '')
-
-
-def _is_corruption(step) -> bool:
-    return isinstance(step, dict) and (step.get('type') in CORRUPTION_TYPES
-                                       or getattr(step.get('type'), '__name__', '')
-                                       == 'ApplyCorruption')
-
-
-def _is_image_loader(step) -> bool:
-    name = _type_name(step)
-    return name.startswith('Load') and 'Image' in name
-
-
-def is_loading_name(name: str) -> bool:
-    """Whether a transform class name is image loading, annotation loading or box-type
-    conversion (the deterministic steps in front of a corruption)."""
-    return name.startswith('Load') and ('Image' in name or 'Annotation' in name) \
-        or name in BOX_CONVERSIONS
-
-
-def _is_loader(step) -> bool:
-    """Image loading, annotation loading or box-type conversion."""
-    return is_loading_name(_type_name(step))
-
-
-def _dataset_pipelines(dataset, path: str = 'dataset') -> Iterator[Tuple[str, list]]:
-    """``(dotted path, pipeline)`` of every pipeline that loads images in ``dataset``
-    and in the datasets it wraps (``dataset=`` and ``datasets=[...]``)."""
-    if not isinstance(dataset, dict):
-        return
-    pipeline = dataset.get('pipeline')
-    if isinstance(pipeline, list) and any(_is_image_loader(s) for s in pipeline):
-        yield f'{path}.pipeline', pipeline
-    yield from _dataset_pipelines(dataset.get('dataset'), f'{path}.dataset')
-    for i, inner in enumerate(dataset.get('datasets') or []):
-        yield from _dataset_pipelines(inner, f'{path}.datasets.{i}')
-
-
 def get_test_pipelines(cfg: Config) -> List[Tuple[str, list]]:
     """The config's test pipelines as ``(key, pipeline list)``: every image-loading
     pipeline of ``test_dataloader.dataset`` (wrappers included) and, when present,
@@ -145,71 +106,15 @@ def get_test_pipelines(cfg: Config) -> List[Tuple[str, list]]:
     if not isinstance(loader, dict) or not isinstance(loader.get('dataset'), dict):
         raise ValueError('the config has no test_dataloader with a dataset; a test run '
                          'needs test_dataloader=dict(dataset=dict(..., pipeline=[...]))')
-    found = [(f'test_dataloader.{key}', p) for key, p in _dataset_pipelines(loader.dataset)]
+    found = [(f'test_dataloader.{key}', p) for key, p in dataset_pipelines(loader.dataset)]
     if not found:
         raise ValueError('the config has no test pipeline: test_dataloader.dataset (and the '
                          'datasets it wraps) has no pipeline with an image-loading step '
                          '(e.g. LoadImageFromFile)')
     top = cfg.get('test_pipeline')
-    if isinstance(top, list) and any(_is_image_loader(s) for s in top):
+    if isinstance(top, list) and any(is_image_loading_name(transform_name(s)) for s in top):
         found.append(('test_pipeline', top))
     return found
-
-
-def corruption_position(pipeline: list) -> int:
-    """Where ``ApplyCorruption`` goes in ``pipeline`` (an index to insert at).
-
-    Right after the last loading step: image loading, annotation loading
-    (``LoadAnnotations``, ``mmdet.LoadAnnotations``) and box-type conversion
-    (``ConvertBoxType``), so that geometric corruptions move the labels too; hence
-    before any resizing, normalisation and packing that follows them.
-
-    Test pipelines of the toolboxes load annotations *after* ``Resize`` so that the
-    ground truth keeps the original resolution; there the corruption comes after that
-    resize, which is the same as corrupting the original image when the test images
-    already have the test size (REOBench's 512² Potsdam tiles, 800² DIOR-R images,
-    1024² DOTA patches).
-    """
-    loaders = [i for i, step in enumerate(pipeline) if _is_loader(step)]
-    if not any(_is_image_loader(pipeline[i]) for i in loaders):
-        raise ValueError('pipeline has no image-loading step (e.g. LoadImageFromFile); '
-                         f'steps: {[_type_name(s) for s in pipeline]}')
-    return loaders[-1] + 1
-
-
-def _default_meta_keys(type_name: str, scope: Optional[str]) -> Optional[tuple]:
-    """The ``meta_keys`` default of a packing transform, looked up in the registries."""
-    import inspect
-
-    from mmengine.registry import TRANSFORMS
-    bare = type_name.rsplit('.', 1)[-1]
-    candidates = [type_name] if '.' in type_name else []
-    candidates += [f'{s}.{bare}' for s in (scope, 'mmseg', 'mmdet') if s]
-    for name in candidates:
-        try:
-            cls = TRANSFORMS.get(name)
-        except Exception:  # an uninstalled scope
-            cls = None
-        if cls is not None:
-            default = inspect.signature(cls.__init__).parameters.get('meta_keys')
-            if default is not None and isinstance(default.default, (tuple, list)):
-                return tuple(default.default)
-    return None
-
-
-def _add_meta_keys(pipeline: list, scope: Optional[str]) -> None:
-    for step in pipeline:
-        if not _type_name(step).startswith('Pack'):
-            continue
-        keys = step.get('meta_keys')
-        if keys is None:
-            keys = _default_meta_keys(step['type'], scope)
-            if keys is None:
-                warnings.warn(f'cannot find the default meta_keys of {step["type"]}; '
-                              'corruption/severity will not be in the metainfo')
-                continue
-        keys = tuple(keys)
-        step['meta_keys'] = keys + tuple(k for k in CORRUPTION_META_KEYS if k not in keys)
 
 
 def check_corruption_args(corruption: str, severity: int, seed: int = 0,
@@ -235,59 +140,120 @@ def check_corruption_args(corruption: str, severity: int, seed: int = 0,
 
 
 def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0,
-                      protocol: str = 'reobench', border: str = 'reflect') -> Config:
-    """Make the config's test pipelines apply one corruption (in place; returns ``cfg``).
+                      protocol: str = 'reobench', border: str = 'reflect',
+                      geometric: Optional[bool] = None) -> List[Placement]:
+    """Make the config's test pipelines apply one corruption (in place).
 
     In every test pipeline (:func:`get_test_pipelines`) an ``ApplyCorruption`` step that is
-    already there gets these settings (its other options are kept); otherwise one is
-    inserted at :func:`corruption_position`. ``corruption``/``severity`` are added to
-    the packing transform's ``meta_keys`` and ``cfg.corruption_cfg`` records the settings.
-    ``corruption='clean'`` or ``severity=0`` makes the step a no-op.
+    already there gets these settings (its other options are kept), or one is inserted
+    where it belongs; a misplaced one is moved there and the move is logged (see
+    :mod:`reobench_mm.transforms.placement`). ``corruption``/``severity`` are added to the
+    packing transform's ``meta_keys``. ``corruption='clean'`` or ``severity=0`` makes the
+    step a no-op. A ``CorruptionTestLoop`` in ``test_cfg`` gets the same condition (it
+    would otherwise set its own when built); another test loop is left as it is (see
+    :func:`use_corruption_loop`).
+
+    Args:
+        geometric: place the step for geometric corruptions (after the annotation
+            loading) even when this condition is not one, e.g. for a sweep that switches
+            to one later. Default: whether ``corruption`` is geometric.
+
+    Returns:
+        One :class:`~reobench_mm.transforms.placement.Placement` per pipeline.
 
     Raises:
         KeyError: unknown corruption. ValueError: bad severity/protocol/border, no test
         pipeline, or a pipeline with more than one ``ApplyCorruption``.
     """
     settings = check_corruption_args(corruption, severity, seed, protocol, border)
-    scope = cfg.get('default_scope')
-    for key, pipeline in get_test_pipelines(cfg):
-        existing = [i for i, step in enumerate(pipeline) if _is_corruption(step)]
-        if len(existing) > 1:
-            raise ValueError(f'{key} has {len(existing)} ApplyCorruption steps; '
-                             'insert_corruption expects at most one')
-        if existing:
-            pipeline[existing[0]].update(settings)
-        else:
-            pipeline.insert(corruption_position(pipeline),
-                            ConfigDict(type='ApplyCorruption', **settings))
-        _add_meta_keys(pipeline, scope)
-    cfg.corruption_cfg = ConfigDict(settings)
-    return cfg
+    pipelines = get_test_pipelines(cfg)
+    edited = [copy.deepcopy(list(pipeline)) for _, pipeline in pipelines]
+    placements = [place_condition(dict(dataset=dict(pipeline=pipeline)), settings,
+                                  cfg.get('default_scope'), geometric)[0]
+                  for pipeline in edited]  # all checked before any is changed
+    for (key, pipeline), new, placement in zip(pipelines, edited, placements):
+        pipeline[:] = new
+        if placement.moved_from is not None:
+            print_log(f'{key}: {placement.describe()}', logger='current',
+                      level=logging.WARNING)
+    if corruption_loop_settings(cfg) is not None:
+        cfg.test_cfg.update(settings)
+    return placements
+
+
+def corruption_loop_settings(cfg: Config) -> Optional[dict]:
+    """The condition of a ``CorruptionTestLoop`` test loop (defaults filled in), or None
+    when ``test_cfg`` is another loop."""
+    loop = cfg.get('test_cfg') or {}
+    if _loop_type(loop) != CORRUPTION_LOOP:
+        return None
+    unknown = set(loop) - {'type', 'fp16', *CONDITION_KEYS}
+    if unknown:
+        raise ValueError(f'unknown test_cfg keys {sorted(unknown)} for {CORRUPTION_LOOP}; '
+                         f'valid: {["fp16", *CONDITION_KEYS]}')
+    settings = dict(CORRUPTION_DEFAULTS)
+    settings.update({k: loop[k] for k in CORRUPTION_DEFAULTS if k in loop})
+    return check_corruption_args(**settings)
+
+
+def _loop_type(loop: dict) -> str:
+    kind = loop.get('type', 'TestLoop')
+    return kind.rsplit('.', 1)[-1] if isinstance(kind, str) else getattr(kind, '__name__', '')
+
+
+def _test_loop_options(cfg: Config) -> dict:
+    """``test_cfg`` without its type and condition, after checking that it is a
+    ``TestLoop`` or a ``CorruptionTestLoop``."""
+    loop = dict(cfg.get('test_cfg') or {})
+    if _loop_type(loop) not in ('TestLoop', CORRUPTION_LOOP):
+        raise ValueError(f'a corruption needs test_cfg of type TestLoop or {CORRUPTION_LOOP}; '
+                         f'this config has test_cfg.type={loop.get("type")!r}')
+    return {k: v for k, v in loop.items() if k != 'type' and k not in CONDITION_KEYS}
+
+
+def use_corruption_loop(cfg: Config, settings: dict) -> None:
+    """Make ``test_cfg`` a ``CorruptionTestLoop`` with the condition ``settings``, keeping
+    its other options (e.g. ``fp16``).
+
+    Raises:
+        ValueError: ``test_cfg`` is a loop other than ``TestLoop``/``CorruptionTestLoop``.
+    """
+    cfg.test_cfg = ConfigDict(type=CORRUPTION_LOOP, **_test_loop_options(cfg),
+                              **check_corruption_args(**settings))
+
+
+def use_plain_test_loop(cfg: Config) -> None:
+    """Make ``test_cfg`` MMEngine's ``TestLoop`` (a ``CorruptionTestLoop``'s condition is
+    dropped, other options kept), for callers that switch the corruption steps of the
+    built pipeline themselves."""
+    cfg.test_cfg = ConfigDict(type='TestLoop', **_test_loop_options(cfg))
 
 
 def corruption_settings(cfg: Config) -> dict:
-    """What the config's test pipeline applies: the settings of its ``ApplyCorruption``
-    step, with ``corruption='clean', severity=0`` when it has none or the step is a no-op."""
-    _, pipeline = get_test_pipelines(cfg)[0]
-    steps = [step for step in pipeline if _is_corruption(step)]
-    settings = dict(CORRUPTION_DEFAULTS)
-    if steps:
-        settings.update({k: steps[0][k] for k in CORRUPTION_DEFAULTS if k in steps[0]})
+    """What a test run of the config applies: the condition of its ``CorruptionTestLoop``,
+    else the settings of the test pipeline's ``ApplyCorruption`` step; clean settings
+    when there is none or the step is a no-op."""
+    settings = corruption_loop_settings(cfg)
+    if settings is None:
+        _, pipeline = get_test_pipelines(cfg)[0]
+        steps = [step for step in pipeline if is_corruption_step(step)]
+        settings = dict(CORRUPTION_DEFAULTS)
+        if steps:
+            settings.update({k: steps[0][k] for k in CORRUPTION_DEFAULTS if k in steps[0]})
     if settings['corruption'] == 'clean' or settings['severity'] == 0:
-        settings.update(corruption='clean', severity=0)
+        settings = dict(CORRUPTION_DEFAULTS)
     return settings
 
 
-def sync_corruption_cfg(cfg: Config) -> Config:
-    """Apply ``cfg.corruption_cfg`` (as changed by ``--cfg-options corruption_cfg.*``)
-    to the test pipelines with :func:`insert_corruption`."""
-    settings = dict(CORRUPTION_DEFAULTS)
-    unknown = set(cfg.corruption_cfg) - set(settings)
-    if unknown:
-        raise ValueError(f'unknown corruption_cfg keys {sorted(unknown)}; '
-                         f'valid: {list(settings)}')
-    settings.update(cfg.corruption_cfg)
-    return insert_corruption(cfg, **settings)
+def check_no_corruption_cfg(cfg: Config) -> None:
+    """Refuse configs that set ``corruption_cfg``: no entry point reads such a variable, so
+    a run would report clean numbers while the config says otherwise."""
+    if cfg.get('corruption_cfg') is not None:
+        raise ValueError(
+            'this config sets corruption_cfg, which nothing reads: set the condition as '
+            f"test_cfg=dict(type='{CORRUPTION_LOOP}', corruption=..., severity=...) (or "
+            '--cfg-options test_cfg.corruption=NAME test_cfg.severity=K, or --corruption '
+            'NAME --severity K) and remove corruption_cfg')
 
 
 def corruption_tag(corruption: str = 'clean', severity: int = 0, seed: int = 0,
@@ -387,18 +353,26 @@ class PreparedTest(NamedTuple):
     tag: str  # corruption_tag(**corruption)
     metrics_file: str  # {work_dir}/metrics_{tag}.json
     dump_file: Optional[str]  # detection --out: the tagged .pkl for DumpResults
+    placements: Tuple[Placement, ...] = ()  # where the corruption step is, per pipeline
 
 
 def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = None,
                         out: Optional[str] = None, show: bool = False,
                         show_dir: Optional[str] = None, wait_time: float = 2,
                         cfg_options: Optional[dict] = None, launcher: str = 'none',
-                        corruption: Optional[dict] = None) -> PreparedTest:
+                        corruption: Optional[dict] = None,
+                        geometric: Optional[bool] = None) -> PreparedTest:
     """The test config as ``tools/test.py`` runs it, with the corruption it applies.
 
     The corruption comes from ``corruption`` (the command-line flags) if given, else
-    from ``corruption_cfg`` when ``--cfg-options`` changed it, else from the config's
-    test pipeline as it is. ``out`` and ``show_dir`` get the corruption tag as suffix.
+    from the config's ``CorruptionTestLoop`` (``test_cfg``, which ``--cfg-options
+    test_cfg.corruption=... test_cfg.severity=...`` may have set; a plain ``TestLoop`` given
+    a condition that way becomes a ``CorruptionTestLoop``), else from the config's test
+    pipeline as it is. With a condition, ``test_cfg`` becomes a ``CorruptionTestLoop`` and
+    the ``ApplyCorruption`` step is placed in the test pipelines (a misplaced one is
+    moved; ``geometric=True`` places it for geometric corruptions whatever the condition,
+    as :func:`insert_corruption`). ``out`` and ``show_dir`` get the corruption tag as
+    suffix.
     ``out``: segmentation, a folder for the predicted label maps (IoUMetric
     ``output_dir``); detection, a ``.pkl`` file of the raw predictions (MMRotate's
     ``DumpResults``, added by the tool). Metrics go to ``{work_dir}/metrics_{tag}.json``.
@@ -409,14 +383,20 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
     task = infer_task(cfg)
     _set_work_dir(cfg, config, work_dir)
     cfg.load_from = checkpoint
+    check_no_corruption_cfg(cfg)
+    loop = cfg.get('test_cfg') or {}
+    if corruption is None and _loop_type(loop) == 'TestLoop' and \
+            any(key in loop for key in CONDITION_KEYS):  # --cfg-options test_cfg.corruption=
+        corruption = {k: loop[k] for k in CONDITION_KEYS if k in loop}
+    if corruption is None:
+        corruption = corruption_loop_settings(cfg)
+    placements: List[Placement] = []
     if corruption is not None:
-        insert_corruption(cfg, **corruption)
-    elif any(key == 'corruption_cfg' or key.startswith('corruption_cfg.')
-             for key in (cfg_options or {})):
-        sync_corruption_cfg(cfg)
+        corruption = check_corruption_args(**{**CORRUPTION_DEFAULTS, **corruption})
+        placements = insert_corruption(cfg, **corruption, geometric=geometric)
+        use_corruption_loop(cfg, corruption)
     settings = corruption_settings(cfg)
     tag = corruption_tag(**settings)
-    cfg.corruption_cfg = ConfigDict(settings)
 
     if show or show_dir:
         hooks = cfg.get('default_hooks', {})
@@ -447,6 +427,4 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
                 raise ValueError(f'--out for detection must be a .pkl file, got {out!r}')
             dump_file = tagged_path(out, tag)
     metrics_file = osp.join(cfg.work_dir, f'metrics_{tag}.json')
-    return PreparedTest(cfg, task, settings, tag, metrics_file, dump_file)
-
-
+    return PreparedTest(cfg, task, settings, tag, metrics_file, dump_file, tuple(placements))

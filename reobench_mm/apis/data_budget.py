@@ -41,7 +41,8 @@ import numpy as np
 from mmengine.config import Config
 
 from ..datasets.subset import apply_data_fraction, check_fraction
-from ..evaluation.report import agg_pyplot, atomic_savefig, load_results_json
+from ..evaluation.report import (FIGURE_LAYOUT, agg_pyplot, atomic_savefig, load_results_json,
+                                 wrap_to_width)
 from ..fileio import atomic_write_text, dump_json_atomic, file_sha256, finite_or_none
 from .config_utils import SEGMENTATION, infer_task, prepare_train_config
 from .sweep import RobustnessSweep, _jsonable, select_corruptions, select_severities
@@ -273,12 +274,14 @@ def data_budget_csv_text(doc: Mapping[str, Any]) -> str:
 
 def plot_data_budget(doc: Mapping[str, Any], path: str) -> str:
     """Metric (and ECE when present) vs fraction, log x axis; one colour per model,
-    solid clean, dashed corrupted average."""
+    solid clean, dashed corrupted average; one legend beside the panels."""
     plt = agg_pyplot()
+    from matplotlib.lines import Line2D
     panels = [('clean', 'corrupted_avg', doc['metric'])]
     if _has_ece(doc):
         panels.append(('ece_clean', 'ece_corrupted_avg', 'ECE'))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels) + 2.4, 4),
+                             squeeze=False, layout=FIGURE_LAYOUT)
     fractions = sorted({r['fraction'] for r in doc['rows']})
     try:
         for ax, (clean_key, corrupted_key, label) in zip(axes[0], panels):
@@ -286,23 +289,40 @@ def plot_data_budget(doc: Mapping[str, Any], path: str) -> str:
                 rows = sorted((r for r in doc['rows'] if r['model'] == model),
                               key=lambda r: r['fraction'])
                 x = [r['fraction'] for r in rows]
-                for key, style, what in ((clean_key, '-o', 'clean'),
-                                         (corrupted_key, '--s', 'corrupted avg')):
+                for key, style in ((clean_key, '-o'), (corrupted_key, '--s')):
                     y = [np.nan if r[key] is None else r[key] for r in rows]
-                    ax.plot(x, y, style, color=f'C{index % 10}', label=f'{model} ({what})')
+                    ax.plot(x, y, style, color=f'C{index % 10}', markersize=4)
             ax.set_xscale('log')
             ax.set_xticks(fractions)
-            ax.set_xticklabels([f'{f:g}' for f in fractions])
+            ax.set_xticklabels(_fraction_labels(fractions))
             ax.minorticks_off()
-            ax.set_xlabel('training fraction')
+            ax.set_xlabel('training fraction (log scale)')
             ax.set_ylabel(label)
             ax.set_title(f'{label} vs training data')
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
+        handles = [Line2D([], [], color=f'C{i % 10}', linewidth=2,
+                          label=wrap_to_width(str(model), 2.2, 8))
+                   for i, model in enumerate(doc['models'])]
+        handles += [Line2D([], [], color='black', linestyle='-', marker='o', markersize=4,
+                           label='clean'),
+                    Line2D([], [], color='black', linestyle='--', marker='s', markersize=4,
+                           label='corrupted avg')]
+        fig.legend(handles=handles, loc='outside right center', fontsize=8, frameon=False,
+                   handlelength=3)
         return atomic_savefig(fig, path)
     finally:
         plt.close(fig)
+
+
+def _fraction_labels(fractions: Sequence[float], min_ratio: float = 1.5) -> List[str]:
+    """Tick labels of the sorted ``fractions`` on a log axis: from the largest down, a
+    fraction within ``min_ratio`` (a factor) of the last labelled one gets an empty label,
+    so that labels do not run into each other."""
+    labels, last = [''] * len(fractions), None
+    for index in range(len(fractions) - 1, -1, -1):
+        if last is None or fractions[index] * min_ratio <= last:
+            labels[index], last = f'{fractions[index]:g}', fractions[index]
+    return labels
 
 
 def write_data_budget_report(work_dir: str, doc: Mapping[str, Any],

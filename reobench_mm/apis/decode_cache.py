@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .config_utils import is_loading_name
+from ..transforms.placement import is_loading_name
 
 __all__ = ['DecodedSampleCache', 'cache_loading_steps']
 

@@ -299,17 +299,23 @@ def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], corrupti
 
 # ----------------------------------------------------------------------------- plot
 def plot_representation_drift(document: Dict[str, Any], path: str) -> str:
-    """CKA against severity, one line per corruption, one panel per block."""
-    from ..evaluation.report import agg_pyplot, atomic_savefig
+    """CKA against severity, one line per corruption, one panel per block (four panels a
+    row), the corruptions named in one legend beside the panels."""
+    from ..evaluation.report import FIGURE_LAYOUT, agg_pyplot, atomic_savefig, wrap_to_width
     plt = agg_pyplot()
     blocks = [b['name'] for b in document['blocks']]
     corruptions = list(dict.fromkeys(c['corruption'] for c in document['conditions']))
-    fig, axes = plt.subplots(1, len(blocks), figsize=(3.6 * len(blocks), 3.4), squeeze=False,
-                             sharey=True)
+    columns = min(len(blocks), 4)
+    rows = -(-len(blocks) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns + 2.2, 3.3 * rows),
+                             squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
     try:
         cmap = plt.get_cmap('tab20')
         markers = 'osD^v<>ph*Xd'
-        for panel, (ax, block) in enumerate(zip(axes[0], blocks)):
+        severities = sorted({c['severity'] for c in document['conditions']})
+        for ax in axes.flat[len(blocks):]:
+            ax.set_visible(False)
+        for panel, (ax, block) in enumerate(zip(axes.flat, blocks)):
             for i, name in enumerate(corruptions):
                 points = sorted((c['severity'], c['blocks'][block]['cka'])
                                 for c in document['conditions'] if c['corruption'] == name)
@@ -318,14 +324,15 @@ def plot_representation_drift(document: Dict[str, Any], path: str) -> str:
                 ax.plot(xs, ys, marker=markers[i % len(markers)], color=cmap(i % 20),
                         label=name, linewidth=1.4, markersize=5)
             ax.axhline(1.0, color='black', linestyle='--', linewidth=0.8)
-            ax.set_title(block, fontsize=9)
-            ax.set_xlabel('severity')
-            ax.set_xticks(sorted({c['severity'] for c in document['conditions']}))
+            ax.set_title(wrap_to_width(block, 3.0, 9), fontsize=9)
+            ax.set_xlabel('severity', fontsize=9)
+            ax.set_xticks(severities)
+            ax.tick_params(labelsize=8)
             ax.grid(True, alpha=0.3)
-            if panel == 0:
-                ax.set_ylabel('linear CKA (clean vs corrupted)')
-        axes[0][-1].legend(loc='center left', bbox_to_anchor=(1.02, 0.5), fontsize=8,
-                           frameon=False)
+            if panel % columns == 0:
+                ax.set_ylabel('linear CKA (clean vs corrupted)', fontsize=9)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc='outside right center', fontsize=8, frameon=False)
         return atomic_savefig(fig, path)
     finally:
         plt.close(fig)
@@ -486,4 +493,3 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     dump_json_atomic(document, osp.join(work_dir, RESULT_FILE))
     plot_representation_drift(document, osp.join(work_dir, PLOT_FILE))
     return document
-

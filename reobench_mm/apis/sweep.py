@@ -11,55 +11,85 @@ Files under the work dir:
   :func:`corruption_tag`, e.g. ``clean``, ``cloud_s3``), written atomically: the
   settings, the raw metrics, the condition result and a fingerprint of the inputs.
   A rerun skips the conditions that have a file (unless ``force``), so a killed run
-  loses at most the condition in progress.
+  loses at most the condition in progress. Before reuse each record is checked: a record
+  that is not an object, or whose settings, metrics, result or digest disagree, is
+  evaluated again (with a warning giving the reason); one written for other inputs
+  (:mod:`~reobench_mm.apis.fingerprint`: the resolved config, the checkpoint, the test
+  data, the code, the options) is an error naming the part that differs.
 - ``results.json``, ``results.csv``, ``report.md`` and the plots
   (:func:`~reobench_mm.evaluation.write_report`) at the end of a non-sharded run.
 - ``shard_<i>-of-<n>.json``: the manifest of a sharded run (``shard=(i, n)``: the
   conditions ``i, i + n, i + 2n, ...`` of the full list; the clean condition is the
   first, so it belongs to shard 0). :func:`merge_sweeps` merges the shards' outputs
   and writes the report.
+- ``.sweep.lock`` while a run is in progress (:class:`~reobench_mm.apis.sweep_store.
+  WorkDirLock`): a second sweep into the same work dir is refused at once.
+
+A run that is refused (a bad or non-fitting checkpoint, a held lock, files of other
+inputs) leaves the work dir as it found it; a file that cannot be written (a full disk,
+lost permissions) is a :class:`SweepError` naming it, and the conditions finished before
+it are kept for the rerun.
 """
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import os
 import os.path as osp
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from glob import glob
-from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
-from ..corruptions import GROUPS, PROTOCOLS, list_corruptions
+from ..corruptions import GROUPS, PROTOCOLS, get_corruption, list_corruptions
 from ..corruptions import resolve_corruptions as _resolve_names
 from ..corruptions.base import check_severity
 from ..corruptions.geometric import BORDER_MODES
+from ..engine import checkpoint as _checkpoint
 from ..fileio import file_sha256
+from ..transforms.corruption import corruption_steps
 from .config_utils import (ROTATED_DETECTION, corruption_tag, dump_json_atomic,
-                           prepare_test_config)
+                           prepare_test_config, use_plain_test_loop)
+from .fingerprint import (COSMETIC_OPTIONS, FINGERPRINT_PARTS, code_fingerprint,
+                          config_fingerprint, dataset_fingerprint, differing_parts,
+                          result_options)
+from .sweep_store import (CONDITION_FORMAT, SweepError, WorkDirLock, WorkDirLockedError,
+                          WorkDirSnapshot, condition_result_dict, forget_runner_instances,
+                          missing_dirs, read_json, record_consistency_problem,
+                          record_identity_problem, remove_empty_dirs, seal_record)
 
 __all__ = [
-    'SweepError', 'CheckpointMismatchError', 'Condition', 'SweepOutcome', 'RobustnessSweep',
-    'run_sweep', 'merge_sweeps', 'parse_shard', 'sweep_conditions', 'shard_conditions',
-    'select_corruptions', 'select_severities', 'default_sweep_work_dir', 'set_corruption',
-    'classwise_evaluator'
+    'SweepError', 'CheckpointMismatchError', 'FingerprintMismatchError', 'WorkDirLockedError',
+    'Condition', 'SweepOutcome', 'RobustnessSweep', 'run_sweep', 'merge_sweeps',
+    'parse_shard', 'sweep_conditions', 'shard_conditions', 'select_corruptions',
+    'select_severities', 'default_sweep_work_dir', 'set_corruption', 'classwise_evaluator',
+    'COSMETIC_OPTIONS'
 ]
 
 Condition = Tuple[str, int]
 CLEAN_CONDITION: Condition = ('clean', 0)
-CONDITION_FORMAT = 'reobench_mm.sweep_condition/1'
 SHARD_FORMAT = 'reobench_mm.sweep_shard/1'
 CONDITIONS_DIR = 'conditions'
 
 
-class SweepError(ValueError):
-    """A bad input of a sweep (names, selection, shard, work dir, stale files)."""
+class CheckpointMismatchError(SweepError, _checkpoint.CheckpointMismatchError):
+    """The checkpoint does not fit the model of the config (a :class:`SweepError` and a
+    :class:`reobench_mm.engine.checkpoint.CheckpointMismatchError`)."""
 
 
-class CheckpointMismatchError(SweepError):
-    """The checkpoint does not fit the model of the config."""
+class FingerprintMismatchError(SweepError):
+    """A finished condition (or shard) was written for other inputs; ``parts`` lists
+    the parts of the fingerprint that differ (``config``, ``checkpoint``, ``data``,
+    ``code``, ``options``)."""
+
+    def __init__(self, message: str, parts: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.parts = list(parts)
 
 
 # ----------------------------------------------------------------------------- selection
@@ -153,34 +183,32 @@ def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str, sort_keys=True))
 
 
-#: ``--cfg-options`` keys that do not change the numbers (left out of the fingerprint
-#: that a resumed run compares).
-COSMETIC_OPTIONS = ('log_level', 'log_processor*', 'default_hooks*', 'custom_hooks*',
-                    'visualizer*', 'env_cfg*', 'work_dir', 'experiment_name',
-                    '*num_workers', '*persistent_workers', '*pin_memory')
-
-
-def _result_options(options: dict) -> dict:
-    from fnmatch import fnmatch
-    return {k: v for k, v in options.items()
-            if not any(fnmatch(k, pattern) for pattern in COSMETIC_OPTIONS)}
-
-
 def _robustness_task(task: str) -> str:
     """The task name of :mod:`reobench_mm.evaluation` (``'detection'`` for rotated boxes)."""
     return 'detection' if task == ROTATED_DETECTION else task
 
 
-def _check_writable(folder: str) -> None:
-    """Create ``folder`` and write (then remove) a probe file in it."""
+def _check_writable(folder: str) -> List[str]:
+    """Create ``folder`` and write (then remove) a probe file in it; returns the folders
+    created (outermost first)."""
+    created = missing_dirs(folder)
     try:
         os.makedirs(folder, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix='.write_probe.', dir=folder)
         os.close(fd)
         os.remove(probe)
     except OSError as error:
+        remove_empty_dirs(created)
         raise SweepError(f'the work dir {osp.dirname(folder)!r} is not writable: '
                          f'{error}') from None
+    return created
+
+
+def _write_error(path: str, error: OSError) -> SweepError:
+    """A one-line :class:`SweepError` for a file that could not be written."""
+    reason = error.strerror or str(error) or type(error).__name__
+    return SweepError(f'cannot write {path}: {reason} (finished conditions are kept; '
+                      'rerun to resume)')
 
 
 # ----------------------------------------------------------------------------- pipelines
@@ -189,37 +217,6 @@ def set_corruption(step, corruption: str, severity: int, seed: int, protocol: st
                    border: str) -> None:
     """Switch an ``ApplyCorruption`` instance to other settings (in place)."""
     step.set_condition(corruption, severity, seed, protocol, border)
-
-
-def _corruption_steps(dataset) -> list:
-    """Every ``ApplyCorruption`` instance in the pipelines of ``dataset`` and of the
-    datasets it wraps."""
-    from ..transforms.corruption import ApplyCorruption
-    found, seen = [], set()
-
-    def walk_transforms(transforms):
-        for transform in transforms or []:
-            if isinstance(transform, ApplyCorruption):
-                if id(transform) not in seen:
-                    seen.add(id(transform))
-                    found.append(transform)
-            inner = getattr(transform, 'transforms', None)
-            if isinstance(inner, (list, tuple)):
-                walk_transforms(inner)
-            elif inner is not None and hasattr(inner, 'transforms'):
-                walk_transforms(inner.transforms)
-
-    def walk(ds):
-        pipeline = getattr(ds, 'pipeline', None)
-        if pipeline is not None:
-            walk_transforms(getattr(pipeline, 'transforms', None))
-        if getattr(ds, 'dataset', None) is not None:
-            walk(ds.dataset)
-        for inner in getattr(ds, 'datasets', None) or []:
-            walk(inner)
-
-    walk(dataset)
-    return found
 
 
 # ----------------------------------------------------------------------------- evaluators
@@ -288,6 +285,8 @@ class SweepOutcome:
         report_files: name -> path of the report files (empty for a shard).
         manifest: the shard manifest path (None without a shard).
         wall_seconds: wall time of :meth:`RobustnessSweep.run`.
+        reevaluated: condition key -> why its file was not reused (a malformed or
+            inconsistent record; those conditions are in ``evaluated``).
     """
     work_dir: str
     conditions: List[Condition]
@@ -297,6 +296,7 @@ class SweepOutcome:
     report_files: Dict[str, str] = field(default_factory=dict)
     manifest: Optional[str] = None
     wall_seconds: float = 0.0
+    reevaluated: Dict[str, str] = field(default_factory=dict)
 
 
 class RobustnessSweep:
@@ -331,8 +331,15 @@ class RobustnessSweep:
             the task metric, do not change.
 
     All input errors (:class:`SweepError`, ``FileNotFoundError``) are raised by the
-    constructor, before anything is written, except :class:`CheckpointMismatchError`,
-    raised by :meth:`build` before any condition file is written.
+    constructor, before anything is written, except those about the checkpoint file
+    (:class:`~reobench_mm.engine.checkpoint.CheckpointError`) and its fit
+    (:class:`CheckpointMismatchError`), raised by :meth:`build`, and those about the
+    work dir's state (:class:`WorkDirLockedError`, :class:`FingerprintMismatchError`),
+    raised by :meth:`run`; a refused :meth:`run` removes what it created.
+
+    The fingerprint (:mod:`~reobench_mm.apis.fingerprint`) is :attr:`fingerprint`; its
+    ``data`` part is added once the test dataset has been listed
+    (:meth:`complete_fingerprint`).
     """
 
     def __init__(self, config: str, checkpoint: str, *,
@@ -350,6 +357,10 @@ class RobustnessSweep:
             raise SweepError(f'border must be one of {list(BORDER_MODES)}, got {border!r}')
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise SweepError(f'seed must be an integer, got {seed!r}')
+        if isinstance(decode_cache_bytes, bool) or not isinstance(decode_cache_bytes, int) \
+                or decode_cache_bytes < 0:
+            raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got '
+                             f'{decode_cache_bytes!r}')
         self.protocol, self.seed, self.border = protocol, seed, border
         self.shard = parse_shard(shard)
         self.all_conditions = sweep_conditions(self.corruptions, self.severities)
@@ -363,12 +374,19 @@ class RobustnessSweep:
         self.launcher, self.force, self.plots = launcher, force, plots
         self.work_dir = work_dir or default_sweep_work_dir(config)
 
+        # one ApplyCorruption step, clean between conditions, placed where every selected
+        # corruption can run (after the annotation loading when one is geometric); the
+        # sweep switches it itself, so the test loop is MMEngine's own
         setup = prepare_test_config(
             config, checkpoint, work_dir=self.work_dir, cfg_options=self.cfg_options,
             launcher=launcher,
             corruption=dict(corruption='clean', severity=0, seed=seed, protocol=protocol,
-                            border=border))
+                            border=border),
+            geometric=any(get_corruption(name, protocol).moves_labels
+                          for name in self.corruptions))
+        self.placements = setup.placements
         cfg = setup.cfg
+        use_plain_test_loop(cfg)
         cfg.load_from = None  # loaded strictly by build()
         cfg.test_evaluator = classwise_evaluator(cfg.test_evaluator)
         # the sweep shows its own progress over conditions, not one bar per condition
@@ -388,28 +406,31 @@ class RobustnessSweep:
                 cfg[name].persistent_workers = False
         if launcher == 'none' and cfg.get('experiment_name') is None:
             cfg.experiment_name = f'robustness_{uuid.uuid4().hex[:8]}'
+        # a visualizer of its own: MMEngine keeps one instance per name in a process, so
+        # under the toolboxes' shared name ('visualizer') a later Runner would write into
+        # this run's log folder (removed when the run is refused)
+        if isinstance(cfg.get('visualizer'), dict):
+            cfg.visualizer.name = f'robustness_visualizer_{uuid.uuid4().hex[:8]}'
         self.cfg, self.task = cfg, setup.task
         self.metric_task = _robustness_task(setup.task)
         self.conditions_dir = osp.join(self.work_dir, CONDITIONS_DIR)
-        _check_writable(self.conditions_dir)
 
         self.config_sha256 = file_sha256(config)
         self.checkpoint_sha256 = file_sha256(checkpoint)
-        self.fingerprint = _jsonable(dict(
-            config_sha256=self.config_sha256, checkpoint_sha256=self.checkpoint_sha256,
-            cfg_options=_result_options(self.cfg_options), seed=seed, protocol=protocol,
-            border=border, task=self.task, calibration=self.calibration,
+        #: the fingerprint of the inputs; ``data`` is added by complete_fingerprint()
+        self.fingerprint: Dict[str, Any] = _jsonable(dict(
+            resolved_config_sha256=config_fingerprint(cfg), task=self.task,
+            checkpoint_sha256=self.checkpoint_sha256, **code_fingerprint(),
+            cfg_options=result_options(self.cfg_options), seed=seed, protocol=protocol,
+            border=border, calibration=self.calibration,
             temperature_scaling=self.temperature_scaling))
-        if isinstance(decode_cache_bytes, bool) or not isinstance(decode_cache_bytes, int) \
-                or decode_cache_bytes < 0:
-            raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got '
-                             f'{decode_cache_bytes!r}')
         self.decode_cache_bytes = decode_cache_bytes
         self.decode_caches: list = []
         self.temperature: Optional[float] = None
         self.last_calibration: Dict[str, dict] = {}
         self.runner = None
         self._steps: list = []
+        self._created_dirs = _check_writable(self.conditions_dir)
 
     # ------------------------------------------------------------------ files
     def tag(self, condition: Condition) -> str:
@@ -424,48 +445,114 @@ class RobustnessSweep:
         return dict(corruption=name, severity=severity, seed=self.seed,
                     protocol=self.protocol, border=self.border)
 
-    def finished(self, condition: Condition) -> bool:
-        """Whether the condition has a valid file of the same inputs.
+    # ------------------------------------------------------------------ fingerprint
+    def _list_test_data(self, dataset=None) -> None:
+        """Add the ``data`` part to :attr:`fingerprint`, from ``dataset`` (the test
+        loop's) or from the test dataset built alone (its annotations are parsed, no
+        image is read). With temperature scaling the validation data the temperature is
+        fitted on are listed too (``data['val']``)."""
+        if 'data' in self.fingerprint:
+            return
+        if dataset is None:
+            dataset = self._build_dataset(self.cfg.test_dataloader.dataset)
+        data = dataset_fingerprint(dataset)
+        if self.temperature_scaling and self.cfg.get('val_dataloader'):
+            data['val'] = dataset_fingerprint(
+                self._build_dataset(self.cfg.val_dataloader.dataset))
+        self.fingerprint['data'] = _jsonable(data)
+
+    def _build_dataset(self, dataset_cfg: dict):
+        """A dataset of the config built alone, in the config's default scope."""
+        from mmengine.registry import DATASETS, DefaultScope
+        with DefaultScope.overwrite_default_scope(self.cfg.get('default_scope')):
+            dataset = DATASETS.build(copy.deepcopy(dataset_cfg))
+        if hasattr(dataset, 'full_init'):
+            dataset.full_init()
+        return dataset
+
+    def complete_fingerprint(self) -> Dict[str, Any]:
+        """:attr:`fingerprint` with its ``data`` part (listing the test data first if
+        needed: the test dataset is built, nothing is evaluated)."""
+        self._list_test_data()
+        return self.fingerprint
+
+    def _check_fingerprint(self, recorded: Any, path: str) -> None:
+        """Raise :class:`FingerprintMismatchError` naming the parts of ``recorded`` that
+        differ from this sweep's inputs (the data part is compared, and so the test data
+        listed, only when everything else agrees)."""
+        cheap = [p for p in FINGERPRINT_PARTS if p != 'data']
+        differing = differing_parts(recorded, self.fingerprint, cheap)
+        if not differing:
+            differing = differing_parts(recorded, self.complete_fingerprint())
+        if differing:
+            names = [part for part, _ in differing]
+            raise FingerprintMismatchError(
+                f'{path} was written for other inputs: the {", ".join(names)} '
+                f'differ{"s" if len(names) == 1 else ""} ('
+                + '; '.join(f'{part}: {detail}' for part, detail in differing)
+                + '); use --force to evaluate again, or another --work-dir', names)
+
+    # ------------------------------------------------------------------ records
+    def _expected_fields(self, condition: Condition) -> dict:
+        return dict(tag=self.tag(condition), task=self.task, **self._settings(condition))
+
+    def reuse_problem(self, condition: Condition) -> Optional[str]:
+        """Why the condition's file cannot be reused (None when it can): missing,
+        unreadable, malformed or inconsistent.
 
         Raises:
-            SweepError: the file was written for other inputs (config, checkpoint,
-                options or seed).
+            FingerprintMismatchError: a well-formed file written for other inputs.
         """
         path = self.condition_file(condition)
         if not osp.isfile(path):
-            return False
-        try:
-            with open(path, encoding='utf-8') as handle:
-                record = json.load(handle)
-        except (OSError, ValueError):
-            return False  # unreadable: evaluate again
-        if record.get('format') != CONDITION_FORMAT or \
-                record.get('condition') != condition_key(condition):
-            return False
-        if record.get('fingerprint') != self.fingerprint:
-            raise SweepError(
-                f'{path} was written for other inputs (config, checkpoint, --cfg-options or '
-                'seed differ); use --force to evaluate again, or another --work-dir')
-        return True
+            return f'{path} does not exist'
+        record, problem = read_json(path)
+        if problem is None:
+            problem = record_identity_problem(record, condition_key(condition))
+        if problem is None:
+            self._check_fingerprint(record['fingerprint'], path)
+            problem = record_consistency_problem(record, self._expected_fields(condition),
+                                                 self.metric_task, self.calibration)
+        return None if problem is None else f'{path} {problem}'
+
+    def finished(self, condition: Condition) -> bool:
+        """Whether the condition has a valid file of the same inputs (see
+        :meth:`reuse_problem`; a malformed or inconsistent file is not finished).
+
+        Raises:
+            FingerprintMismatchError: the file was written for other inputs (config,
+                checkpoint, data, code or options).
+        """
+        return self.reuse_problem(condition) is None
 
     def _write_condition(self, condition: Condition, metrics: dict, seconds: float) -> dict:
-        from ..evaluation import condition_result_from_metrics
-        result = condition_result_from_metrics(metrics, self.metric_task)
         record = dict(format=CONDITION_FORMAT, condition=condition_key(condition),
                       tag=self.tag(condition), task=self.task, **self._settings(condition),
-                      metrics=metrics, result=_jsonable_result(result),
-                      seconds=round(seconds, 3), fingerprint=self.fingerprint)
+                      metrics=metrics, result=condition_result_dict(metrics, self.metric_task),
+                      seconds=round(seconds, 3), fingerprint=self.complete_fingerprint())
         if self.calibration:
             record['calibration'] = _jsonable(self.last_calibration)
-        dump_json_atomic(record, self.condition_file(condition))
+        record = seal_record(json.loads(json.dumps(record)))
+        path = self.condition_file(condition)
+        try:
+            dump_json_atomic(record, path)
+        except OSError as error:
+            raise _write_error(path, error) from None
         return record
 
     def load_records(self, conditions: Sequence[Condition]) -> Dict[Condition, dict]:
-        """``condition -> record`` of the condition files."""
+        """``condition -> record`` of the condition files.
+
+        Raises:
+            SweepError: a file is missing, malformed or inconsistent (named, with why).
+        """
         out = {}
         for condition in conditions:
-            with open(self.condition_file(condition), encoding='utf-8') as handle:
-                out[condition] = json.load(handle)
+            problem = self.reuse_problem(condition)
+            if problem is not None:
+                raise SweepError(f'condition {condition_key(condition)}: {problem}; run the '
+                                 'sweep again to evaluate it')
+            out[condition] = read_json(self.condition_file(condition))[0]
         return out
 
     def load_results(self, conditions: Sequence[Condition]) -> dict:
@@ -482,18 +569,23 @@ class RobustnessSweep:
             checkpoint_sha256=self.checkpoint_sha256, seed=self.seed, protocol=self.protocol,
             extra=_jsonable(dict(corruptions=self.corruptions, severities=self.severities,
                                  border=self.border,
-                                 cfg_options=_result_options(self.cfg_options),
+                                 cfg_options=result_options(self.cfg_options),
                                  calibration=self.calibration,
-                                 temperature=self.recorded_temperature())))
+                                 temperature=self.recorded_temperature(),
+                                 fingerprint=self.complete_fingerprint())))
 
     def _temperature_record(self) -> Optional[dict]:
-        """``temperature.json`` if it was fitted for this sweep's inputs, else None."""
+        """``temperature.json`` if it was fitted for this sweep's inputs, else None
+        (also when it is unreadable or malformed: the temperature is fitted again)."""
         path = osp.join(self.work_dir, TEMPERATURE_FILE)
         if not self.temperature_scaling or not osp.isfile(path):
             return None
-        with open(path, encoding='utf-8') as handle:
-            record = json.load(handle)
-        return record if record.get('fingerprint') == self.fingerprint else None
+        record, _ = read_json(path)
+        if not isinstance(record, dict) or \
+                not isinstance(record.get('temperature'), (int, float)) or \
+                record.get('fingerprint') != self.complete_fingerprint():
+            return None
+        return record
 
     def recorded_temperature(self) -> Optional[dict]:
         """The fitted temperature of this sweep (temperature, source, NLL before/after),
@@ -528,11 +620,21 @@ class RobustnessSweep:
     def build(self) -> None:
         """Build the runner, the model and the test loop once; load the checkpoint.
 
+        The checkpoint file is read before the Runner is built
+        (:func:`~reobench_mm.engine.checkpoint.read_checkpoint`), then the runner's
+        ``after_load_checkpoint`` hooks see it and it is loaded strictly
+        (:func:`~reobench_mm.engine.checkpoint.load_checkpoint_strict`). The test data is
+        listed for the fingerprint from the test loop's dataset unless that was done
+        before (a resumed run compares the finished conditions first).
+
         Raises:
+            FileNotFoundError, CheckpointError: the checkpoint file cannot be used
+                (empty, truncated, corrupt, not a checkpoint, disallowed objects).
             CheckpointMismatchError: missing, unexpected or mis-shaped keys.
         """
         if self.runner is not None:
             return
+        checkpoint = _checkpoint.read_checkpoint(self.checkpoint, map_location='cpu')
         self._init_distributed()
         from mmengine.registry import RUNNERS
         from mmengine.runner import Runner
@@ -540,19 +642,23 @@ class RobustnessSweep:
         runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
         loop = runner.test_loop
         runner.call_hook('before_run')
+        runner.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         try:
-            runner.load_checkpoint(self.checkpoint, map_location='cpu', strict=True)
-        except RuntimeError as error:
-            detail = ' '.join(str(error).split())
-            if len(detail) > 800:
-                detail = detail[:800] + ' ...'
-            raise CheckpointMismatchError(
-                f'the checkpoint {self.checkpoint!r} does not fit the model of '
-                f'{self.config!r}: {detail}') from None
-        steps = _corruption_steps(loop.dataloader.dataset)
+            _checkpoint.load_checkpoint_strict(runner.model, self.checkpoint,
+                                               config=self.config, checkpoint=checkpoint)
+        except _checkpoint.CheckpointMismatchError as error:
+            raise CheckpointMismatchError(str(error), error.mismatch) from None
+        runner.logger.info(f'Load checkpoint from {self.checkpoint}')
+        self._list_test_data(loop.dataloader.dataset)
+        steps = corruption_steps(loop.dataloader.dataset)
         if not steps:
             raise SweepError('no ApplyCorruption step in the built test dataset pipeline')
         self.runner, self._steps = runner, steps
+        from mmengine.dist import is_main_process
+        from mmengine.logging import print_log
+        if is_main_process():
+            for placement in self.placements:
+                print_log(f'robustness sweep: {placement.describe()}', logger='current')
         if self.decode_cache_bytes > 0:
             from .decode_cache import cache_loading_steps
             self.decode_caches = cache_loading_steps(loop.dataloader.dataset, steps,
@@ -603,12 +709,16 @@ class RobustnessSweep:
                       f'{metrics["tscale/nll_before"]:.4f} -> {metrics["tscale/nll_after"]:.4f}, '
                       f'{int(metrics["tscale/num_pixels"])} pixels, '
                       f'{time.perf_counter() - start:.1f} s)', logger='current')
-            dump_json_atomic(dict(
-                temperature=temperature, source=source,
-                nll_before=float(metrics['tscale/nll_before']),
-                nll_after=float(metrics['tscale/nll_after']),
-                num_pixels=int(metrics['tscale/num_pixels']), fingerprint=self.fingerprint),
-                osp.join(self.work_dir, TEMPERATURE_FILE))
+            path = osp.join(self.work_dir, TEMPERATURE_FILE)
+            try:
+                dump_json_atomic(dict(
+                    temperature=temperature, source=source,
+                    nll_before=float(metrics['tscale/nll_before']),
+                    nll_after=float(metrics['tscale/nll_after']),
+                    num_pixels=int(metrics['tscale/num_pixels']),
+                    fingerprint=self.complete_fingerprint()), path)
+            except OSError as error:
+                raise _write_error(path, error) from None
         return temperature
 
     def evaluate(self, condition: Condition) -> Tuple[Dict[str, float], float]:
@@ -632,39 +742,113 @@ class RobustnessSweep:
         return {str(k): float(v) for k, v in metrics.items()}, seconds
 
     # ------------------------------------------------------------------ run
-    def _todo(self) -> List[Condition]:
+    def _plan(self, lock: WorkDirLock) -> Tuple[List[Condition], Dict[str, str]]:
+        """Rank 0 takes the work dir's lock and decides which conditions are left
+        (``todo``, and ``condition key -> reason`` for files not reused); every rank
+        gets the decision, or the error that refused the run."""
         from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
-        todo = None
+        todo, reasons, error = None, {}, None
         if is_main_process():
-            todo = [c for c in self.conditions if self.force or not self.finished(c)]
+            try:
+                lock.acquire()
+                todo = []
+                for condition in self.conditions:
+                    problem = None if self.force else self.reuse_problem(condition)
+                    if self.force or problem is not None:
+                        todo.append(condition)
+                    if problem is not None and osp.isfile(self.condition_file(condition)):
+                        reasons[condition_key(condition)] = problem
+            except Exception as caught:  # told to the other ranks, raised below
+                error = caught
         if get_world_size() > 1:
-            box = [todo]
+            box = [(todo, reasons, None if error is None else str(error))]
             broadcast_object_list(box)
-            todo = box[0]
-        return todo
+            todo, reasons, message = box[0]
+            if error is None and message is not None:
+                raise SweepError(f'the main process refused the run: {message}')
+        if error is not None:
+            raise error
+        return todo, reasons
+
+    @contextmanager
+    def _work_dir_guard(self, main: bool) -> Iterator['_RunState']:
+        """Hold the work dir's lock (taken by :meth:`_plan` on rank 0) for a run, and put
+        the work dir back as it was when the run fails before it evaluated anything: the
+        files and folders that appeared are removed (the Runner's log folder, its dumped
+        config, a temperature file; log files closed first), a dumped config that was
+        overwritten is restored, and empty folders the sweep created are removed."""
+        if not osp.isdir(self.conditions_dir):  # removed by an earlier refused run
+            self._created_dirs = _check_writable(self.conditions_dir)
+        state = _RunState(WorkDirLock(self.work_dir))
+        dumped = [osp.basename(self.cfg.filename)] if self.cfg.filename else []
+        snapshot = WorkDirSnapshot(self.work_dir, keep=dumped) if main else None
+        undo = False
+        try:
+            yield state
+        except BaseException as error:
+            undo = main and not state.evaluating and not isinstance(error, WorkDirLockedError)
+            if undo:
+                for name in snapshot.new_entries():
+                    forget_runner_instances(osp.join(self.work_dir, name))
+                snapshot.restore(spare=[osp.basename(state.lock.path)])
+            raise
+        finally:
+            state.lock.release()
+            if undo:
+                remove_empty_dirs(self._created_dirs)
 
     def run(self, on_condition: Optional[Callable[[Condition, dict], None]] = None
             ) -> SweepOutcome:
         """Evaluate the conditions not yet finished, then write the report (or the shard
         manifest). ``on_condition(condition, record)`` is called after each condition
-        file is written."""
+        file is written.
+
+        A condition file that is malformed or inconsistent is evaluated again, with a
+        warning giving the reason (``outcome.reevaluated``).
+
+        Raises:
+            WorkDirLockedError: another sweep is running in the work dir.
+            FingerprintMismatchError: a finished condition was written for other inputs
+                (the message names the parts that differ).
+            CheckpointError, CheckpointMismatchError: see :meth:`build`.
+            SweepError: a file cannot be written (named, with the reason); the conditions
+                finished before it are kept.
+
+        A run that fails before it evaluated anything leaves the work dir as it was.
+        """
         from mmengine.dist import barrier, is_main_process
-        from mmengine.logging import print_log
-        from mmengine.utils import ProgressBar
 
         start = time.perf_counter()
         outcome = SweepOutcome(self.work_dir, list(self.conditions))
         self._init_distributed()
-        todo = self._todo()
-        outcome.skipped = [c for c in self.conditions if c not in todo]
         main = is_main_process()
+        with self._work_dir_guard(main) as state:
+            self._run_conditions(outcome, state, main, on_condition)
+        barrier()
+        outcome.wall_seconds = time.perf_counter() - start
+        return outcome
+
+    def _run_conditions(self, outcome: SweepOutcome, state: '_RunState', main: bool,
+                        on_condition: Optional[Callable[[Condition, dict], None]]) -> None:
+        """The body of :meth:`run`, inside the work dir's lock."""
+        from mmengine.logging import print_log
+
+        from ..engine.progress import Progress
+
+        todo, outcome.reevaluated = self._plan(state.lock)
+        outcome.skipped = [c for c in self.conditions if c not in todo]
+        if main:
+            for reason in outcome.reevaluated.values():
+                print_log(f'{reason}; evaluating it again', logger='current',
+                          level=logging.WARNING)
         if outcome.skipped and main:
             print(f'{len(outcome.skipped)} of {len(self.conditions)} conditions already '
                   f'finished in {self.conditions_dir}; skipped', flush=True)
         if todo:
             self.build()
+            state.evaluating = True
             metric = {'segmentation': 'mIoU', 'detection': 'mAP'}[self.metric_task]
-            bar = ProgressBar(len(todo)) if main else None
+            bar = Progress(len(todo), desc='robustness', unit='condition') if main else None
             for number, condition in enumerate(todo, 1):
                 metrics, seconds = self.evaluate(condition)
                 key = condition_key(condition)
@@ -672,6 +856,7 @@ class RobustnessSweep:
                 outcome.evaluated.append(condition)
                 if main:
                     record = self._write_condition(condition, metrics, seconds)
+                    bar.break_line()
                     print_log(f'robustness [{number}/{len(todo)}] {self.tag(condition)}: '
                               f'{metric} {record["result"]["value"]:.2f} ({seconds:.1f} s)',
                               logger='current')
@@ -679,7 +864,7 @@ class RobustnessSweep:
                     if on_condition is not None:
                         on_condition(condition, record)
             if main:
-                print(flush=True)
+                bar.close()
             self.runner.call_hook('after_run')
         if main:
             if self.shard is None:
@@ -687,30 +872,52 @@ class RobustnessSweep:
                 outcome.report_files = dict(report.files)
             else:
                 outcome.manifest = self.write_manifest()
-        barrier()
-        outcome.wall_seconds = time.perf_counter() - start
-        return outcome
 
     def write_report(self):
+        """Write ``results.json``, ``results.csv``, ``report.md`` and the plots from the
+        condition files (:func:`~reobench_mm.evaluation.write_report`).
+
+        Raises:
+            SweepError: a condition file is missing or malformed, or a report file cannot
+                be written (named, with the reason).
+        """
         from ..evaluation import ConditionResult, write_report
         records = self.load_records(self.all_conditions)
-        return write_report(
-            self.work_dir, {c: ConditionResult.from_dict(r['result']) for c, r in records.items()},
-            protocol=self.protocol, task=self.metric_task, expected_severities=self.severities,
-            provenance=self.provenance(), plots=self.plots,
-            calibration_details=_calibration_details(records))
+        try:
+            return write_report(
+                self.work_dir,
+                {c: ConditionResult.from_dict(r['result']) for c, r in records.items()},
+                protocol=self.protocol, task=self.metric_task,
+                expected_severities=self.severities, provenance=self.provenance(),
+                plots=self.plots, calibration_details=_calibration_details(records))
+        except OSError as error:
+            raise _write_error(error.filename or f'the report in {self.work_dir}',
+                               error) from None
 
     def write_manifest(self) -> str:
+        """Write the shard manifest ``shard_<i>-of-<n>.json``; returns its path."""
         index, count = self.shard
         path = osp.join(self.work_dir, f'shard_{index}-of-{count}.json')
-        dump_json_atomic(dict(
-            format=SHARD_FORMAT, shard=[index, count], task=self.metric_task,
-            protocol=self.protocol, corruptions=self.corruptions, severities=self.severities,
-            conditions={condition_key(c): osp.join(CONDITIONS_DIR, f'{self.tag(c)}.json')
-                        for c in self.conditions},
-            num_conditions=len(self.all_conditions), fingerprint=self.fingerprint,
-            provenance=self.provenance()), path)
+        try:
+            dump_json_atomic(dict(
+                format=SHARD_FORMAT, shard=[index, count], task=self.metric_task,
+                protocol=self.protocol, corruptions=self.corruptions,
+                severities=self.severities,
+                conditions={condition_key(c): osp.join(CONDITIONS_DIR, f'{self.tag(c)}.json')
+                            for c in self.conditions},
+                num_conditions=len(self.all_conditions),
+                fingerprint=self.complete_fingerprint(), provenance=self.provenance()), path)
+        except OSError as error:
+            raise _write_error(path, error) from None
         return path
+
+
+@dataclass
+class _RunState:
+    """The lock of a run, and whether it has started evaluating (after which a failure
+    keeps what the run wrote)."""
+    lock: WorkDirLock
+    evaluating: bool = False
 
 
 def _calibration_details(records: Mapping[Condition, dict]) -> Optional[dict]:
@@ -719,11 +926,6 @@ def _calibration_details(records: Mapping[Condition, dict]) -> Optional[dict]:
     if not details or any(not d for d in details.values()):
         return None
     return details
-
-
-def _jsonable_result(result) -> dict:
-    from ..evaluation import results_to_jsonable
-    return results_to_jsonable({CLEAN_CONDITION: result})['clean']
 
 
 def run_sweep(config: str, checkpoint: str, *,
@@ -735,12 +937,42 @@ def run_sweep(config: str, checkpoint: str, *,
 
 # ----------------------------------------------------------------------------- merging
 
+def _read_manifest(path: str) -> Optional[dict]:
+    """A shard manifest, None for a file of another format.
+
+    Raises:
+        SweepError: unreadable, not JSON, or lacking a field (the file named).
+    """
+    data, problem = read_json(path)
+    if problem is not None:
+        raise SweepError(f'shard manifest {path} {problem}')
+    if not isinstance(data, dict) or not str(data.get('format', '')).startswith(
+            'reobench_mm.sweep_shard/'):
+        return None
+    if data['format'] != SHARD_FORMAT:
+        raise SweepError(f'shard manifest {path} has format {data["format"]!r}, expected '
+                         f'{SHARD_FORMAT!r}; run that shard again')
+    fields = {'shard': list, 'task': str, 'protocol': str, 'corruptions': list,
+              'severities': list, 'conditions': dict, 'num_conditions': int,
+              'fingerprint': dict, 'provenance': dict}
+    bad = [k for k, kind in fields.items() if not isinstance(data.get(k), kind)]
+    if bad or len(data['shard']) != 2 or not all(isinstance(v, int) for v in data['shard']):
+        raise SweepError(f'shard manifest {path} is malformed (fields {bad or ["shard"]}); '
+                         'run that shard again')
+    return data
+
+
 def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True):
     """Merge the outputs of the shards of one sweep (``shard_<i>-of-<n>.json`` and their
     condition files, in one or several work dirs) and write the report into ``out_dir``.
 
+    Every condition file is checked as a resumed sweep checks it (a record of its
+    condition, consistent with its metrics and digest, of the manifest's fingerprint).
+
     Raises:
-        SweepError: no manifest, shards of different sweeps, missing shards or files.
+        SweepError: no manifest, shards of different sweeps, missing shards, a missing,
+            malformed or inconsistent file (named, with why), or a report file that
+            cannot be written.
     """
     from ..evaluation import ConditionResult, merge_results, write_report
     from ..evaluation.robustness import parse_condition_key
@@ -749,16 +981,17 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True):
         if not osp.isdir(work_dir):
             raise SweepError(f'work dir {work_dir!r} does not exist')
         for path in sorted(glob(osp.join(work_dir, 'shard_*-of-*.json'))):
-            with open(path, encoding='utf-8') as handle:
-                data = json.load(handle)
-            if data.get('format') == SHARD_FORMAT:
+            data = _read_manifest(path)
+            if data is not None:
                 manifests.append((work_dir, path, data))
     if not manifests:
         raise SweepError(f'no shard manifest (shard_<i>-of-<n>.json) in {list(work_dirs)}')
     first = manifests[0][2]
-    same = ('task', 'protocol', 'corruptions', 'severities', 'fingerprint', 'num_conditions')
+    same = ('task', 'protocol', 'corruptions', 'severities', 'num_conditions')
     for _, path, data in manifests[1:]:
         differing = [k for k in same if data.get(k) != first.get(k)]
+        differing += [f'fingerprint ({part})' for part, _ in
+                      differing_parts(data['fingerprint'], first['fingerprint'])]
         if data['shard'][1] != first['shard'][1]:
             differing.append('shard count')
         if differing:
@@ -776,11 +1009,21 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True):
         seen.add(data['shard'][0])
         partial = {}
         for key, relative in data['conditions'].items():
-            file = osp.join(work_dir, relative)
+            file = osp.join(work_dir, str(relative))
             if not osp.isfile(file):
                 raise SweepError(f'{path} lists {file}, which does not exist')
-            with open(file, encoding='utf-8') as handle:
-                record = json.load(handle)
+            record, problem = read_json(file)
+            if problem is None:
+                problem = record_identity_problem(record, key)
+            if problem is None and record['fingerprint'] != data['fingerprint']:
+                parts = [part for part, _ in differing_parts(record['fingerprint'],
+                                                             data['fingerprint'])]
+                problem = f'was written for other inputs than its shard (differs in {parts})'
+            if problem is None:
+                problem = record_consistency_problem(record, {}, first['task'])
+            if problem is not None:
+                raise SweepError(f'{file} {problem}; run shard {data["shard"][0]} again '
+                                 '(it evaluates that condition again)')
             partial[key] = ConditionResult.from_dict(record['result'])
             records[parse_condition_key(key, first['protocol'])] = record
         partials.append(partial)
@@ -788,7 +1031,10 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True):
     if len(merged) != first['num_conditions']:
         raise SweepError(f'the shards hold {len(merged)} conditions, the sweep has '
                          f'{first["num_conditions"]}')
-    return write_report(out_dir, merged, protocol=first['protocol'], task=first['task'],
-                        expected_severities=first['severities'],
-                        provenance=first['provenance'], plots=plots,
-                        calibration_details=_calibration_details(records))
+    try:
+        return write_report(out_dir, merged, protocol=first['protocol'], task=first['task'],
+                            expected_severities=first['severities'],
+                            provenance=first['provenance'], plots=plots,
+                            calibration_details=_calibration_details(records))
+    except OSError as error:
+        raise _write_error(error.filename or f'the report in {out_dir}', error) from None

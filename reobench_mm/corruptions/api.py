@@ -5,31 +5,35 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 
-from .base import as_bands, check_severity, from_float, get_corruption, make_rng, to_float
-from .geometric import GeometricTransform, identity_transform
+from .base import (_scaled_float32, as_bands, check_image, check_max_value, check_seed,
+                   check_severity, from_float, get_corruption, make_rng, sample_key)
+from .geometric import GeometricTransform, check_border, identity_transform
 
 __all__ = ['corrupt', 'corrupt_geometric']
 
 
 def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: str,
          max_value: Optional[float], options: dict):
+    """Check every argument, then run the corruption; ``(spec, None)`` at severity 0."""
     spec = get_corruption(name, protocol)
     severity = check_severity(severity)
     unknown = set(options) - set(spec.options)
     if unknown:
         raise TypeError(f'{name} got unknown options {sorted(unknown)}; '
                         f'valid: {list(spec.options) or "none"}')
-    if max_value is not None and not max_value > 0:
-        raise ValueError(f'max_value must be > 0, got {max_value}')
+    seed = check_seed(seed)
+    max_value = check_max_value(max_value)
+    sample_key(key)  # a bad key is an error at every severity
+    bands = as_bands(image)
+    scale = check_image(bands, max_value)
     if severity == 0:
-        to_float(image, max_value)  # validates the image
         return spec, None
     rng = make_rng(seed, f'{protocol}/{name}', severity, key)
     parameter = spec.parameter_for(severity)
-    if spec.uint8_func is not None and isinstance(image, np.ndarray) \
-            and image.dtype == np.uint8:
-        return spec, spec.uint8_func(as_bands(image), parameter, rng, **options)
-    return spec, spec.func(to_float(image, max_value), parameter, rng, **options)
+    if spec.uint8_func is not None and bands.dtype == np.uint8:
+        # kernels may hand the array to OpenCV or reshape it: give them C order
+        return spec, spec.uint8_func(np.ascontiguousarray(bands), parameter, rng, **options)
+    return spec, spec.func(_scaled_float32(bands, scale), parameter, rng, **options)
 
 
 def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
@@ -38,21 +42,35 @@ def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
     """Apply corruption ``name`` at ``severity`` (0 = clean, 1..5).
 
     Args:
-        image: ``H×W`` or ``H×W×C`` array, ``uint8``, ``uint16`` or float in [0, 1].
+        image: ``H×W`` or ``H×W×C`` array (any band count, any memory layout; never
+            modified), ``uint8``, ``uint16``, ``float16``, ``float32`` or ``float64``.
+            Values must lie in [0, full scale] (see ``max_value``).
         name: a corruption of ``protocol`` (see :func:`list_corruptions`).
-        severity: 0..5; 0 returns an unchanged copy.
-        seed: global seed. Together with ``name``, ``severity`` and ``key`` it fixes
-            every random draw.
+        severity: an integer 0..5; 0 returns an unchanged copy (after the same checks).
+        seed: global seed, an integer >= 0. Together with ``name``, ``severity`` and
+            ``key`` it fixes every random draw.
         key: the sample's stable key (its path, or its index).
         protocol: ``'reobench'`` or ``'geofm_calibration'``.
-        max_value: full scale of ``uint16`` input (default 65535).
+        max_value: the images' full scale: for ``uint16`` default 65535 (at most
+            65535, e.g. 4095 for 12-bit data); for float images default 1.0 (e.g. 255
+            for ``LoadImageFromFile(to_float32=True)``); ``uint8`` is always 255
+            (None or 255 only).
         **options: the corruption's own options (e.g. ``channel_order`` for
             ``compression_artifacts``, ``border`` for geometric ones); anything else
             is an error.
 
     Returns:
-        An array of the input's shape and dtype (geometric corruptions: the image
-        alone; use :func:`corrupt_geometric` for the transform).
+        A new array of the input's shape and dtype (geometric corruptions: the image
+        alone; use :func:`corrupt_geometric` for the transform). Float results lie in
+        [0, ``max_value``].
+
+    Raises:
+        KeyError: an unknown name (the message says which protocol has it, or
+            suggests close names, and lists the valid ones).
+        TypeError: an unknown option, a non-array image, an unsupported dtype
+            (int32, int64, bool, ...), a key that is neither str nor int.
+        ValueError: a bad protocol, severity, seed or ``max_value``, a bad shape, or
+            values outside [0, full scale] / NaN / inf (see :func:`check_image`).
     """
     spec, result = _run(image, name, severity, seed, key, protocol, max_value, options)
     if result is None:
@@ -70,12 +88,15 @@ def corrupt_geometric(image: np.ndarray, name: str, severity: int, *, seed: int 
                       ) -> Tuple[np.ndarray, GeometricTransform]:
     """Apply a geometric corruption and return ``(image, transform)``.
 
-    ``transform`` holds the affine matrix, output shape, border mode and canvas used,
-    so labels can be moved with the same numbers (see :class:`GeometricTransform`).
+    ``transform`` holds the affine matrix, input and output shapes, border mode and
+    canvas used, so labels can be moved with the same numbers (see
+    :class:`GeometricTransform`). Arguments and errors as :func:`corrupt`; a
+    non-geometric ``name`` is a ValueError.
     """
     spec = get_corruption(name, protocol)
     if not spec.moves_labels:
         raise ValueError(f'{name} is not a geometric corruption; use corrupt()')
+    check_border(border)
     spec, result = _run(image, name, severity, seed, key, protocol, max_value,
                         dict(border=border))
     if result is None:

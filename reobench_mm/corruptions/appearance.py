@@ -2,18 +2,26 @@
 calibration study's cloud + shadow, Poisson-Gaussian noise and wide motion blur.
 
 Every function takes an ``H×W×C`` float32 image in [0, 1], the severity's table
-value and a generator, and returns a float32 image of the same shape (clipping is
-done by the caller). Tables and algorithms: ``shared/spec/corruptions.md``.
+value and a generator, and returns a new float32 image of the same shape (clipping
+is done by the caller); the input is not modified. Tables and algorithms:
+``shared/spec/corruptions.md``.
+
+Memory: kernels whose formula would hold several full-size temporaries work in row
+tiles (:func:`~reobench_mm.corruptions.base.row_tiles`), drawing random numbers in
+the order of one whole-image draw, so that the result does not depend on the tile
+size; on large images their extra memory is about the output plus an ``H×W`` float32
+map at most.
 """
 from functools import lru_cache
-from typing import Callable, Tuple
+from typing import Callable, Iterator, Tuple
 
 import cv2
 import numpy as np
 from scipy.special import ndtr
 
-from .base import from_float, register_corruption, register_uint8_kernel, to_float
-from .noise import fractal_perlin
+from .base import (_scaled_float32, from_float, register_corruption, register_uint8_kernel,
+                   row_tiles, to_float)
+from .noise import fractal_perlin, fractal_perlin_field
 
 # Kernels registered with ``register_uint8_kernel`` skip the float round trip for uint8
 # images (the common case): a 256-entry lookup table for pointwise formulas, the JPEG
@@ -27,6 +35,12 @@ def _uniform_uint32(rng: np.random.Generator, shape) -> np.ndarray:
     count = int(np.prod(shape))
     raw = rng.bit_generator.random_raw((count + 1) // 2)
     return raw.view(np.uint32)[:count].reshape(shape)
+
+
+def _grey_levels_as_float(band: np.ndarray) -> np.ndarray:
+    """A ``uint8`` band as the engine's float path sees it (``to_float``: x · (1/255)
+    in float32)."""
+    return _scaled_float32(band, 255.0)
 
 
 def _pointwise_uint8_kernel(float_func: Callable) -> Callable:
@@ -49,7 +63,11 @@ def _pointwise_uint8_kernel(float_func: Callable) -> Callable:
 @register_corruption('gaussian_noise', 'reobench', 'sensor', 'σ on [0, 1]',
                      (0.04, 0.05, 0.06, 0.07, 0.08))
 def gaussian_noise(image: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    return image + np.float32(sigma) * rng.standard_normal(image.shape, dtype=np.float32)
+    # image + σ·z, computed in the noise's own buffer (one full-size allocation)
+    noise = rng.standard_normal(image.shape, dtype=np.float32)
+    noise *= np.float32(sigma)
+    noise += image
+    return noise
 
 
 NOISE_TRUNCATION_SIGMAS = 6.0  # discrete noise offsets beyond ±6σ (mass 2e-9) are dropped
@@ -93,7 +111,18 @@ def gaussian_noise_uint8(image: np.ndarray, sigma: float, rng: np.random.Generat
                          ) -> np.ndarray:
     """Same distribution as the float path followed by rounding: with an integer grey
     level ``x``, ``round(x + 255σz) = x + round(255σz)``, so the integer offset
-    ``round(255σz)`` is drawn directly (alias method, one 32-bit draw per element)."""
+    ``round(255σz)`` is drawn directly (alias method, one 32-bit draw per element).
+
+    Runs in row tiles of an even element count (32-bit words come two per 64-bit
+    draw), so the draws are those of one whole-image call."""
+    out = np.empty(image.shape, np.uint8)
+    for start, stop in row_tiles(image.shape[0], image[0].size, even=True):
+        out[start:stop] = _gaussian_noise_uint8_band(image[start:stop], sigma, rng)
+    return out
+
+
+def _gaussian_noise_uint8_band(image: np.ndarray, sigma: float, rng: np.random.Generator
+                               ) -> np.ndarray:
     index_bits, thresholds, values, aliases = rounded_gaussian_alias_table(255.0 * sigma)
     draws = _uniform_uint32(rng, image.shape).reshape(image.shape[0], -1)
     fraction_bits = 32 - index_bits
@@ -127,19 +156,25 @@ def salt_pepper_draws(shape, amount: float, rng: np.random.Generator
 @register_corruption('salt_pepper_noise', 'reobench', 'sensor', 'fraction of elements',
                      (0.005, 0.01, 0.02, 0.03, 0.05))
 def salt_pepper_noise(image: np.ndarray, amount: float, rng: np.random.Generator) -> np.ndarray:
-    salt, pepper = salt_pepper_draws(image.shape, amount, rng)
-    out = image.copy()
-    out[salt], out[pepper] = 1.0, 0.0
-    return out
+    return _salt_pepper(image, amount, rng, 1.0)
 
 
 @register_uint8_kernel('salt_pepper_noise', 'reobench', 'identical')
 def salt_pepper_noise_uint8(image: np.ndarray, amount: float, rng: np.random.Generator
                             ) -> np.ndarray:
     """Bit-identical to the float path (same draws)."""
-    salt, pepper = salt_pepper_draws(image.shape, amount, rng)
-    out = image.copy()
-    out[salt], out[pepper] = 255, 0
+    return _salt_pepper(image, amount, rng, 255)
+
+
+def _salt_pepper(image: np.ndarray, amount: float, rng: np.random.Generator, salt_value
+                 ) -> np.ndarray:
+    """A copy of ``image`` with salt (``salt_value``) and pepper (0), drawn in row
+    tiles of an even element count: the draws of one whole-image call."""
+    out = np.array(image, order='C')
+    for start, stop in row_tiles(image.shape[0], image[0].size, even=True):
+        band = out[start:stop]
+        salt, pepper = salt_pepper_draws(band.shape, amount, rng)
+        band[salt], band[pepper] = salt_value, 0
     return out
 
 
@@ -200,8 +235,14 @@ def jpeg_round_trip(image: np.ndarray, quality: int, channel_order: str = 'rgb')
     if not 1 <= int(quality) <= 100:
         raise ValueError(f'JPEG quality must be in 1..100, got {quality}')
     if image.dtype != np.uint8:
-        quantised = np.rint(np.clip(image, 0, 1) * 255).astype(np.uint8)
-        return jpeg_round_trip(quantised, quality, channel_order).astype(np.float32) / 255
+        quantised = np.clip(image, 0, 1)
+        quantised *= 255
+        quantised = np.rint(quantised, out=quantised).astype(np.uint8)
+        decoded = jpeg_round_trip(quantised, quality, channel_order)
+        del quantised
+        out = decoded.astype(np.float32)
+        out /= 255
+        return out
     params = [cv2.IMWRITE_JPEG_QUALITY, int(quality), cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
               cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420]
     out = np.empty_like(image)
@@ -209,12 +250,15 @@ def jpeg_round_trip(image: np.ndarray, quality: int, channel_order: str = 'rgb')
     while start < bands:
         stop = start + 3 if bands - start >= 3 else start + 1
         chunk = np.ascontiguousarray(image[..., start:stop])
-        if stop - start == 3 and channel_order == 'rgb':  # OpenCV's codec wants BGR
-            decoded = cv2.cvtColor(
-                _jpeg_bytes_round_trip(cv2.cvtColor(chunk, cv2.COLOR_RGB2BGR), params),
-                cv2.COLOR_BGR2RGB)
-        else:
-            decoded = _jpeg_bytes_round_trip(chunk, params)
+        swap = stop - start == 3 and channel_order == 'rgb'  # OpenCV's codec wants BGR
+        # the BGR copy is dropped once encoded, and the decoded bytes are swapped back in
+        # place: about one image of memory besides the result
+        encoded = _jpeg_encode(cv2.cvtColor(chunk, cv2.COLOR_RGB2BGR) if swap else chunk,
+                               params)
+        decoded = cv2.imdecode(encoded, cv2.IMREAD_UNCHANGED)
+        del encoded
+        if swap:
+            cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB, dst=decoded)
         if bands == stop - start:
             return decoded.reshape(image.shape)  # one chunk: no copy into ``out``
         out[..., start:stop] = decoded.reshape(chunk.shape)
@@ -222,11 +266,11 @@ def jpeg_round_trip(image: np.ndarray, quality: int, channel_order: str = 'rgb')
     return out
 
 
-def _jpeg_bytes_round_trip(image: np.ndarray, params) -> np.ndarray:
+def _jpeg_encode(image: np.ndarray, params) -> np.ndarray:
     ok, encoded = cv2.imencode('.jpg', image, params)
     if not ok:
         raise RuntimeError('OpenCV failed to encode a JPEG')
-    return cv2.imdecode(encoded, cv2.IMREAD_UNCHANGED).reshape(image.shape)
+    return encoded
 
 
 @register_corruption('compression_artifacts', 'reobench', 'sensor', 'JPEG quality',
@@ -251,27 +295,44 @@ def data_gap_mask(height: int, width: int, stripes: int, stripe_width: float,
     ``b = (x·cosθ) mod s`` per column (the same value up to rounding; ~4x faster than
     a per-pixel ``mod``): ``a + b`` lies in [0, 2s), so only one wrap is possible.
     """
+    gap_rows = _data_gap_rows(height, width, stripes, stripe_width, rng)
+    return gap_rows(0, height)
+
+
+def _data_gap_rows(height: int, width: int, stripes: int, stripe_width: float,
+                   rng: np.random.Generator) -> Callable[[int, int], np.ndarray]:
+    """Draw θ and return ``rows(start, stop)``: those rows of :func:`data_gap_mask`."""
     theta = np.deg2rad(rng.uniform(0.0, 180.0))
     spacing = np.floor(np.sqrt(width**2 + height**2)) / stripes
     along_x = np.mod(np.arange(width, dtype=np.float64) * np.cos(theta), spacing)
     along_y = np.mod(np.arange(height, dtype=np.float64) * np.sin(theta), spacing)
-    phase = np.add.outer(along_y, along_x)
-    gaps = phase < stripe_width
-    wrapped = phase >= spacing
-    wrapped &= phase < spacing + stripe_width
-    gaps |= wrapped
-    return gaps
+
+    def rows(start: int, stop: int) -> np.ndarray:
+        phase = np.add.outer(along_y[start:stop], along_x)
+        gaps = phase < stripe_width
+        wrapped = phase >= spacing
+        wrapped &= phase < spacing + stripe_width
+        gaps |= wrapped
+        return gaps
+
+    return rows
 
 
 @register_corruption('data_gaps', 'reobench', 'sensor', 'stripes n / width w px',
                      ((2, 3), (3, 4), (4, 5), (5, 6), (6, 7)))
 def data_gaps(image: np.ndarray, stripes_and_width, rng: np.random.Generator) -> np.ndarray:
-    gaps = data_gap_mask(*image.shape[:2], *stripes_and_width, rng)
-    if image.shape[2] <= 4:  # OpenCV's masked copy is ~4x faster than boolean indexing
-        keep = np.logical_not(gaps).view(np.uint8)
-        return cv2.bitwise_and(image, image, mask=keep).reshape(image.shape)
-    out = image.copy()
-    out[gaps] = 0
+    """Zero the pixels in the stripes of :func:`data_gap_mask` (in row tiles: the
+    float64 phase of a whole large image would be 8 bytes per pixel)."""
+    gap_rows = _data_gap_rows(*image.shape[:2], *stripes_and_width, rng)
+    out = np.empty(image.shape, image.dtype)
+    for start, stop in row_tiles(image.shape[0], image.shape[1] * 8):
+        gaps, band = gap_rows(start, stop), image[start:stop]
+        if image.shape[2] <= 4:  # OpenCV's masked copy is ~4x faster than boolean indexing
+            keep = np.logical_not(gaps).view(np.uint8)
+            out[start:stop] = cv2.bitwise_and(band, band, mask=keep).reshape(band.shape)
+        else:
+            out[start:stop] = band
+            out[start:stop][gaps] = 0
     return out
 
 
@@ -287,7 +348,9 @@ register_uint8_kernel('data_gaps', 'reobench', 'identical')(data_gaps)
 def brightness_contrast(image: np.ndarray, offset_and_gain, rng: np.random.Generator
                         ) -> np.ndarray:
     offset, gain = offset_and_gain
-    return image * np.float32(gain) + np.float32(offset)
+    out = image * np.float32(gain)
+    out += np.float32(offset)  # in place: one full-size allocation
+    return out
 
 
 register_uint8_kernel('brightness_contrast', 'reobench', 'identical')(
@@ -301,25 +364,36 @@ CLOUD_BRIGHTNESS = 0.9  # flat grey of cloud tops, all bands
 def cloud_mask(height: int, width: int, density: float, rng: np.random.Generator
                ) -> np.ndarray:
     """The soft REOBench cloud mask: fractal Perlin (6 octaves, persistence 0.5,
-    lacunarity 2) min-max normalised, thresholded at 1 − d, Gaussian-blurred (11, σ 5)."""
+    lacunarity 2) min-max normalised, thresholded at 1 − d, Gaussian-blurred (11, σ 5).
+    One ``H×W`` float32 array (threshold and blur run in place)."""
     noise = fractal_perlin(height, width, CLOUD_CELL_PIXELS, rng)
     low, high = cv2.minMaxLoc(noise)[:2]
     if not high > low:  # a flat field (1-pixel images): nothing exceeds the threshold
         return np.zeros((height, width), np.float32)
     # (noise − low) / (high − low) > 1 − d, without normalising the whole field
     threshold = low + (1.0 - density) * (high - low)
-    mask = cv2.threshold(noise, threshold, 1.0, cv2.THRESH_BINARY)[1]
-    return cv2.GaussianBlur(mask, (11, 11), 5)
+    cv2.threshold(noise, threshold, 1.0, cv2.THRESH_BINARY, dst=noise)
+    return cv2.GaussianBlur(noise, (11, 11), 5, dst=noise)
+
+
+def _cloud_clear_weight(height: int, width: int, density: float, rng: np.random.Generator
+                        ) -> np.ndarray:
+    """``1 − mask`` of :func:`cloud_mask`, in the mask's own buffer."""
+    weight = cloud_mask(height, width, density, rng)
+    return np.subtract(1.0, weight, out=weight)
 
 
 @register_corruption('cloud', 'reobench', 'environmental', 'density d (threshold 1 − d)',
                      (0.10, 0.15, 0.20, 0.25, 0.30))
 def cloud(image: np.ndarray, density: float, rng: np.random.Generator) -> np.ndarray:
-    mask = cloud_mask(image.shape[0], image.shape[1], density, rng)
+    weight = _cloud_clear_weight(image.shape[0], image.shape[1], density, rng)
     # x·(1 − m) + 0.9·m computed as (x − 0.9)·(1 − m) + 0.9: three in-place passes
-    out = image - np.float32(CLOUD_BRIGHTNESS)
-    out *= _per_band_weight(1.0 - mask, image.shape[2])
-    out += np.float32(CLOUD_BRIGHTNESS)
+    out = np.empty(image.shape, np.float32)
+    for start, stop in row_tiles(image.shape[0], image[0].size):
+        band = out[start:stop]
+        np.subtract(image[start:stop], np.float32(CLOUD_BRIGHTNESS), out=band)
+        band *= _per_band_weight(weight[start:stop], image.shape[2])
+        band += np.float32(CLOUD_BRIGHTNESS)
     return out
 
 
@@ -327,13 +401,16 @@ def cloud(image: np.ndarray, density: float, rng: np.random.Generator) -> np.nda
 def cloud_uint8(image: np.ndarray, density: float, rng: np.random.Generator) -> np.ndarray:
     """The same mask and blend on grey levels (cloud top 0.9 · 255), rounded once:
     within one grey level of the float path."""
-    mask = cloud_mask(image.shape[0], image.shape[1], density, rng)
+    weight = _cloud_clear_weight(image.shape[0], image.shape[1], density, rng)
     top = np.float32(CLOUD_BRIGHTNESS * 255)
-    out = image.astype(np.float32)
-    out -= top
-    out *= _per_band_weight(1.0 - mask, image.shape[2])
-    out += top
-    return np.rint(out, out=out).astype(np.uint8)
+    out = np.empty(image.shape, np.uint8)
+    for start, stop in row_tiles(image.shape[0], image[0].size):
+        band = image[start:stop].astype(np.float32)
+        band -= top
+        band *= _per_band_weight(weight[start:stop], image.shape[2])
+        band += top
+        out[start:stop] = np.rint(band, out=band).astype(np.uint8)
+    return out
 
 
 def _per_band_weight(weight: np.ndarray, bands: int) -> np.ndarray:
@@ -345,7 +422,9 @@ def _per_band_weight(weight: np.ndarray, bands: int) -> np.ndarray:
 @register_corruption('haze', 'reobench', 'environmental', 'intensity I',
                      (0.2, 0.3, 0.4, 0.5, 0.6))
 def haze(image: np.ndarray, intensity: float, rng: np.random.Generator) -> np.ndarray:
-    return image * np.float32(1.0 - intensity) + np.float32(intensity)
+    out = image * np.float32(1.0 - intensity)
+    out += np.float32(intensity)  # in place: one full-size allocation
+    return out
 
 
 register_uint8_kernel('haze', 'reobench', 'identical')(_pointwise_uint8_kernel(haze))
@@ -358,35 +437,93 @@ SHADOW_DARKENING = 0.5  # ground under full shadow keeps this fraction of its ra
 CLOUD_EDGE_OPACITY = 0.35  # opacity where the thickness just crosses the threshold
 
 
-def cloud_shadow_layers(height: int, width: int, coverage: float, rng: np.random.Generator):
-    """Cloud opacity and shadow maps for ``cloud_shadow``.
+def cloud_shadow_layers(height: int, width: int, coverage: float, rng: np.random.Generator
+                        ) -> Tuple[np.ndarray, np.ndarray]:
+    """Cloud opacity and shadow maps for ``cloud_shadow`` (``H×W`` float32 each).
 
     The cloud covers the pixels whose fractal thickness is at or above its
     (1 − coverage) quantile, so the covered fraction equals ``coverage``; opacity rises
     from ``CLOUD_EDGE_OPACITY`` at the edge to 1 in thick cores. The shadow is the
     opacity map shifted by ``SHADOW_OFFSET_FRACTION`` of the image size (down-right).
     """
-    thickness = fractal_perlin(height, width, CLOUD_CELL_PIXELS, rng)
-    threshold = np.quantile(thickness, 1.0 - coverage)
-    covered = thickness >= threshold
+    bands = list(_cloud_shadow_bands(height, width, coverage, rng, width))
+    return (np.concatenate([opacity for _, _, opacity, _ in bands]),
+            np.concatenate([shadow for _, _, _, shadow in bands]))
+
+
+def _cloud_shadow_bands(height: int, width: int, coverage: float, rng: np.random.Generator,
+                        row_elements: int
+                        ) -> Iterator[Tuple[int, int, np.ndarray, np.ndarray]]:
+    """:func:`cloud_shadow_layers` as ``(start, stop, opacity, shadow)`` row tiles.
+
+    The thickness field is held whole once, for its quantile (partitioned in place),
+    then evaluated again a tile at a time from its small factors; the last rows of
+    opacity are kept for the shadow of the tiles below them.
+    """
+    field = fractal_perlin_field(height, width, CLOUD_CELL_PIXELS, rng)
+    thickness = field.image()
+    threshold = np.quantile(thickness, 1.0 - coverage, overwrite_input=True)
     span = float(thickness.max() - threshold)
-    depth = (thickness - threshold) / span if span > 0 else np.ones_like(thickness)
-    core = np.clip(depth / 0.5, 0.0, 1.0)
-    opacity = np.where(covered, CLOUD_EDGE_OPACITY + (1 - CLOUD_EDGE_OPACITY) * core, 0.0)
-    opacity = opacity.astype(np.float32)
+    del thickness
     dy = max(1, int(round(SHADOW_OFFSET_FRACTION * height)))
     dx = max(1, int(round(SHADOW_OFFSET_FRACTION * width)))
-    shadow = np.zeros_like(opacity)
-    shadow[dy:, dx:] = opacity[:height - dy, :width - dx]
-    return opacity, shadow
+    kept, kept_start = np.empty((0, width), np.float32), 0  # opacity rows from kept_start
+    for start, stop in row_tiles(height, row_elements):
+        thickness = field.rows_between(start, stop)
+        covered = thickness >= threshold
+        depth = (thickness - threshold) / span if span > 0 else np.ones_like(thickness)
+        core = np.clip(depth / 0.5, 0.0, 1.0)
+        opacity = np.where(covered, CLOUD_EDGE_OPACITY + (1 - CLOUD_EDGE_OPACITY) * core, 0.0)
+        opacity = opacity.astype(np.float32)
+        kept = np.concatenate([kept, opacity])
+        # shadow row r is opacity row r − dy moved right by dx (zero above row dy)
+        shadow = np.zeros_like(opacity)
+        first, last = max(start - dy, 0), stop - dy
+        if last > first:
+            shadow[first - (start - dy):, dx:] = \
+                kept[first - kept_start:last - kept_start, :width - dx]
+        yield start, stop, opacity, shadow
+        keep_from = max(kept_start, stop - dy)  # what the next tiles' shadows need
+        kept, kept_start = kept[keep_from - kept_start:], keep_from
+
+
+def _cloud_shadow_blend(image: np.ndarray, opacity: np.ndarray, shadow: np.ndarray
+                        ) -> np.ndarray:
+    ground = image * (1.0 - (1.0 - SHADOW_DARKENING) * shadow)[..., None]
+    return ground * (1.0 - opacity[..., None]) + np.float32(CLOUD_BRIGHTNESS) * opacity[..., None]
 
 
 @register_corruption('cloud_shadow', 'geofm_calibration', 'environmental',
                      'fraction of pixels under cloud', (0.2, 0.4, 0.6, 0.8, 1.0))
 def cloud_shadow(image: np.ndarray, coverage: float, rng: np.random.Generator) -> np.ndarray:
-    opacity, shadow = cloud_shadow_layers(image.shape[0], image.shape[1], coverage, rng)
-    ground = image * (1.0 - (1.0 - SHADOW_DARKENING) * shadow)[..., None]
-    return ground * (1.0 - opacity[..., None]) + np.float32(CLOUD_BRIGHTNESS) * opacity[..., None]
+    """Ground darkened under the shadow, then the cloud blended over it (row tiles)."""
+    out = None  # allocated once the whole thickness field is gone
+    for start, stop, opacity, shadow in _cloud_shadow_bands(
+            image.shape[0], image.shape[1], coverage, rng, image[0].size):
+        if out is None:
+            out = np.empty(image.shape, np.float32)
+        out[start:stop] = _cloud_shadow_blend(image[start:stop], opacity, shadow)
+    return out
+
+
+@register_uint8_kernel('cloud_shadow', 'geofm_calibration', 'identical')
+def cloud_shadow_uint8(image: np.ndarray, coverage: float, rng: np.random.Generator
+                       ) -> np.ndarray:
+    """The float path and its rounding, a row tile at a time (no full-size float
+    copy of the image): bit-identical to it."""
+    out = None  # allocated once the whole thickness field is gone
+    for start, stop, opacity, shadow in _cloud_shadow_bands(
+            image.shape[0], image.shape[1], coverage, rng, image[0].size):
+        if out is None:
+            out = np.empty(image.shape, np.uint8)
+        band = image[start:stop]
+        out[start:stop] = from_float(
+            _cloud_shadow_blend(_grey_levels_as_float(band), opacity, shadow), band)
+    return out
+
+
+# photon counts are kept between the two passes in a float32 buffer: exact below 2**24
+_EXACT_FLOAT32_COUNTS = 2**24
 
 
 @register_corruption('poisson_gaussian_noise', 'geofm_calibration', 'sensor',
@@ -394,9 +531,54 @@ def cloud_shadow(image: np.ndarray, coverage: float, rng: np.random.Generator) -
                      ((200, 0.005), (100, 0.01), (50, 0.02), (25, 0.03), (12, 0.05)))
 def poisson_gaussian_noise(image: np.ndarray, eta_and_sigma, rng: np.random.Generator
                            ) -> np.ndarray:
+    """``Poisson(η·x) / η + σ·z``, in float64, rounded to float32.
+
+    The draws are every element's photon count in order, then every element's read
+    noise: two passes over row tiles (the counts wait in the output buffer), the same
+    draws and values as two whole-image draws."""
     eta, sigma = eta_and_sigma
-    shot = rng.poisson(eta * image.astype(np.float64)) / eta
-    return (shot + sigma * rng.standard_normal(image.shape)).astype(np.float32)
+    out = np.empty(image.shape, np.float32)
+    tiles = list(row_tiles(image.shape[0], image[0].size))
+    for start, stop in tiles:
+        counts = rng.poisson(eta * image[start:stop].astype(np.float64))
+        if counts.size and counts.max() >= _EXACT_FLOAT32_COUNTS:
+            raise ValueError(f'photon counts reach {counts.max()}, beyond what the engine '
+                             f'keeps exactly ({_EXACT_FLOAT32_COUNTS}); image values must '
+                             'be in [0, 1]')
+        out[start:stop] = counts
+    for start, stop in tiles:
+        shot = out[start:stop].astype(np.float64)
+        shot /= eta
+        out[start:stop] = shot + sigma * rng.standard_normal(shot.shape)
+    return out
+
+
+@register_uint8_kernel('poisson_gaussian_noise', 'geofm_calibration', 'identical')
+def poisson_gaussian_noise_uint8(image: np.ndarray, eta_and_sigma, rng: np.random.Generator
+                                 ) -> np.ndarray:
+    """The float path and its rounding in row tiles, bit-identical to it. Between the
+    two passes each count waits in the output as its low byte; the few counts above
+    255 (only where η·x is near 255 or more) are kept aside."""
+    eta, sigma = eta_and_sigma
+    out = np.empty(image.shape, np.uint8)
+    tiles = list(row_tiles(image.shape[0], image[0].size))
+    large = {}
+    for start, stop in tiles:
+        counts = rng.poisson(eta * _grey_levels_as_float(image[start:stop]).astype(np.float64))
+        out[start:stop] = counts.astype(np.uint8)  # the low byte
+        above = np.flatnonzero(counts > 255)
+        if above.size:
+            large[start] = above, counts.reshape(-1)[above]
+    for start, stop in tiles:
+        band = out[start:stop]
+        shot = band.astype(np.float64)
+        if start in large:
+            positions, counts = large.pop(start)
+            shot.reshape(-1)[positions] = counts
+        shot /= eta
+        noisy = (shot + sigma * rng.standard_normal(shot.shape)).astype(np.float32)
+        out[start:stop] = from_float(noisy, band)
+    return out
 
 
 @register_corruption('motion_blur', 'geofm_calibration', 'sensor',

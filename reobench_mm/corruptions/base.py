@@ -1,20 +1,38 @@
-"""Shared pieces of the corruption engine: registry, dtype handling, seeding.
+"""Shared pieces of the corruption engine: registry, dtype handling, seeding, tiling.
 
 No OpenMMLab imports: the engine is usable on its own with numpy and OpenCV.
+
+Value contract (checked by :func:`check_image`, applied by :func:`to_float` and
+:func:`from_float`): every corruption works on values in [0, 1], the image divided by
+its *full scale* (see :func:`full_scale`):
+
+- ``uint8``: always 255; ``max_value`` must be None or 255.
+- ``uint16``: ``max_value`` (default 65535), which must lie in (0, 65535].
+- ``float16/32/64``: ``max_value`` (default 1.0); results keep the float dtype and lie
+  in [0, ``max_value``]. Floats in 0..255 (``LoadImageFromFile(to_float32=True)``)
+  need ``max_value=255``.
+
+Values above the full scale, negative values and NaN/inf are errors (ValueError),
+never clipped silently; other dtypes (int32, int64, bool, ...) are a TypeError.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
+import math
+import numbers
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import (Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 
 __all__ = [
     'CorruptionSpec', 'PROTOCOLS', 'CATEGORIES', 'GROUPS', 'register_corruption',
-    'register_uint8_kernel', 'UINT8_RELATIONS', 'as_bands',
-    'get_corruption', 'list_corruptions', 'resolve_corruptions', 'make_rng', 'to_float',
-    'from_float', 'check_severity', 'check_protocol', 'sample_key'
+    'register_uint8_kernel', 'UINT8_RELATIONS', 'as_bands', 'get_corruption',
+    'list_corruptions', 'resolve_corruptions', 'make_rng', 'to_float', 'from_float',
+    'check_severity', 'check_protocol', 'check_seed', 'check_max_value', 'check_image',
+    'full_scale', 'sample_key', 'SUPPORTED_DTYPES', 'TILE_ELEMENTS', 'row_tiles'
 ]
 
 PROTOCOLS = ('reobench', 'geofm_calibration')
@@ -112,15 +130,54 @@ def check_protocol(protocol: str) -> None:
         raise ValueError(f'unknown protocol {protocol!r}; valid: {list(PROTOCOLS)}')
 
 
+def _unknown_name(name: str, protocol: str, groups: bool = False) -> KeyError:
+    """The KeyError for a name that is not a corruption of ``protocol`` (nor a group
+    when ``groups``): which protocol has it, or the closest names, then the valid ones."""
+    valid = [n for p, n in _REGISTRY if p == protocol]
+    message = f'unknown corruption {name!r} for protocol {protocol!r}'
+    elsewhere = [p for p in PROTOCOLS if p != protocol and (p, name) in _REGISTRY]
+    if elsewhere:
+        other = elsewhere[0]
+        message += (f'; {name!r} is a corruption of protocol {other!r}: select that '
+                    f'protocol (protocol={other!r} in Python and configs, '
+                    f'--protocol {other} on the command line)')
+    else:
+        candidates = valid + (list(GROUPS) if groups else [])
+        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+        close_elsewhere = [
+            (n, p) for p in PROTOCOLS if p != protocol
+            for n in difflib.get_close_matches(name, [m for q, m in _REGISTRY if q == p],
+                                               n=2, cutoff=0.75) if n not in candidates
+        ]
+        hints = [repr(n) for n in close]
+        hints += [f'{n!r} (protocol {p!r}: protocol={p!r}, --protocol {p})'
+                  for n, p in close_elsewhere]
+        if hints:
+            message += f'; did you mean {" or ".join(hints)}?'
+    message += f'; valid: {valid}'
+    if groups:
+        message += f'; groups: {list(GROUPS)}'
+    return KeyError(message)
+
+
 def get_corruption(name: str, protocol: str = 'reobench') -> CorruptionSpec:
-    """The :class:`CorruptionSpec` of ``name`` in ``protocol``."""
+    """The :class:`CorruptionSpec` of ``name`` in ``protocol``.
+
+    Raises:
+        ValueError: ``protocol`` is not one of :data:`PROTOCOLS`.
+        TypeError: ``name`` is not a string.
+        KeyError: ``name`` is not a corruption of ``protocol``; the message says which
+            protocol has it (and how to select that protocol), or suggests close
+            matches of misspelt names, and lists the valid names.
+    """
     check_protocol(protocol)
+    if not isinstance(name, str):
+        raise TypeError(f'a corruption name is a string, got {name!r} of type '
+                        f'{type(name).__name__}')
     try:
         return _REGISTRY[(protocol, name)]
     except KeyError:
-        valid = [n for p, n in _REGISTRY if p == protocol]
-        raise KeyError(f'unknown corruption {name!r} for protocol {protocol!r}; '
-                       f'valid: {valid}') from None
+        raise _unknown_name(name, protocol) from None
 
 
 def list_corruptions(protocol: str = 'reobench', category: Optional[str] = None) -> List[str]:
@@ -137,11 +194,20 @@ def resolve_corruptions(names: Union[str, Iterable[str]],
                         protocol: str = 'reobench') -> List[str]:
     """Expand names and groups (``all``, ``environmental``, ``sensor``, ``geometric``,
     ``appearance`` = non-geometric) into corruption names, without duplicates,
-    keeping the order given."""
+    keeping the order given.
+
+    Raises:
+        KeyError: a name is neither a corruption of ``protocol`` nor a group (the
+            message is :func:`get_corruption`'s, with the groups added).
+    """
+    check_protocol(protocol)
     if isinstance(names, str):
         names = [names]
     out: List[str] = []
     for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f'corruption names and groups are strings, got {name!r} of type '
+                            f'{type(name).__name__}')
         if name == 'all':
             expanded = list_corruptions(protocol)
         elif name in CATEGORIES:
@@ -149,14 +215,20 @@ def resolve_corruptions(names: Union[str, Iterable[str]],
         elif name == 'appearance':
             expanded = [n for n in list_corruptions(protocol)
                         if get_corruption(n, protocol).category != 'geometric']
+        elif (protocol, name) in _REGISTRY:
+            expanded = [name]
         else:
-            expanded = [get_corruption(name, protocol).name]
+            raise _unknown_name(name, protocol, groups=True)
         out.extend(n for n in expanded if n not in out)
     return out
 
 
 def check_severity(severity, allow_zero: bool = True) -> int:
-    """Validate a severity: an integer in 0..5 (1..5 when ``allow_zero`` is False)."""
+    """Validate a severity: an integer in 0..5 (1..5 when ``allow_zero`` is False).
+
+    Raises:
+        ValueError: anything else (bools, floats such as 2.5, strings such as '3').
+    """
     low = 0 if allow_zero else 1
     if isinstance(severity, (bool, np.bool_)) or not isinstance(severity, (int, np.integer)) \
             or not low <= severity <= 5:
@@ -165,11 +237,53 @@ def check_severity(severity, allow_zero: bool = True) -> int:
     return int(severity)
 
 
+def check_seed(seed) -> int:
+    """Validate a global seed: a Python ``int`` or numpy integer >= 0 (not a bool).
+
+    Returns:
+        The seed as a Python ``int``.
+
+    Raises:
+        ValueError: anything else; floats such as 1.7, strings such as '1' and bools
+            are rejected rather than truncated or converted.
+    """
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f'seed must be an integer >= 0 (a Python int or numpy integer, not '
+                         f'a bool, float or string), got {seed!r} of type '
+                         f'{type(seed).__name__}')
+    if seed < 0:
+        raise ValueError(f'seed must be an integer >= 0, got {int(seed)}')
+    return int(seed)
+
+
+def check_max_value(max_value) -> Optional[float]:
+    """Validate a full scale: None (the dtype's default) or a finite real number > 0.
+
+    Returns:
+        None, or ``max_value`` as a Python ``float``.
+
+    Raises:
+        ValueError: a bool, a non-number (e.g. a string), NaN, inf, or a value <= 0.
+            Whether the value suits an image's dtype is checked by :func:`full_scale`.
+    """
+    if max_value is None:
+        return None
+    if isinstance(max_value, (bool, np.bool_)) or not isinstance(max_value, numbers.Real):
+        raise ValueError(f'max_value must be None or a finite number > 0 (the full scale '
+                         f'of the images), got {max_value!r} of type '
+                         f'{type(max_value).__name__}')
+    value = float(max_value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f'max_value must be None or a finite number > 0 (the full scale '
+                         f'of the images), got {max_value!r}')
+    return value
+
+
 def sample_key(value: Union[None, int, str]) -> str:
     """A stable text key for a sample: its path or its index."""
     if value is None:
         return ''
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return f'index:{int(value)}'
     if isinstance(value, str):
         return f'path:{value}'
@@ -182,8 +296,13 @@ def make_rng(seed: int, name: str, severity: int, key: Union[None, int, str] = N
 
     SHA-256 of the four values seeds PCG64, so streams are independent and identical
     in every process, worker, batch size and order.
+
+    Raises:
+        ValueError: ``seed`` is not an integer >= 0 (see :func:`check_seed`) or
+            ``severity`` not an integer in 0..5.
+        TypeError: ``key`` is neither None, a str nor an int.
     """
-    text = f'{int(seed)}|{name}|{int(severity)}|{sample_key(key)}'
+    text = f'{check_seed(seed)}|{name}|{check_severity(severity)}|{sample_key(key)}'
     words = np.frombuffer(hashlib.sha256(text.encode()).digest(), dtype='<u4')
     return np.random.Generator(np.random.PCG64(words.tolist()))
 
@@ -196,40 +315,164 @@ def as_bands(image: np.ndarray) -> np.ndarray:
     if image.ndim == 2:
         image = image[..., None]
     if image.ndim != 3 or image.shape[2] < 1 or image.shape[0] < 1 or image.shape[1] < 1:
-        raise ValueError(f'image must be H×W or H×W×C with C >= 1, got shape {image.shape}')
+        raise ValueError(f'image must be H×W or H×W×C with H, W, C >= 1, got shape '
+                         f'{image.shape}')
     return image
 
 
+SUPPORTED_DTYPES = ('uint8', 'uint16', 'float16', 'float32', 'float64')
+
+
+def full_scale(dtype, max_value: Optional[float] = None) -> float:
+    """The value that maps to 1.0 for images of ``dtype`` (see the module's table).
+
+    Raises:
+        TypeError: ``dtype`` is not one of :data:`SUPPORTED_DTYPES`.
+        ValueError: ``max_value`` is invalid (see :func:`check_max_value`), is not
+            None/255 for uint8, exceeds 65535 for uint16, or exceeds the largest
+            finite value of a float dtype.
+    """
+    dtype = np.dtype(dtype)
+    max_value = check_max_value(max_value)
+    if dtype == np.uint8:
+        if max_value not in (None, 255.0):
+            raise ValueError(f'uint8 images always have full scale 255, got max_value='
+                             f'{max_value:g}; leave max_value unset (None) or 255 for uint8 '
+                             'images (max_value is for uint16 and float images)')
+        return 255.0
+    if dtype == np.uint16:
+        if max_value is None:
+            return 65535.0
+        if max_value > 65535:
+            raise ValueError(f'max_value for uint16 images must be in (0, 65535] (a uint16 '
+                             f'holds at most 65535), got {max_value:g}; set it to the '
+                             'sensor\'s full scale, e.g. 4095 for 12-bit data')
+        return max_value
+    if dtype.kind == 'f' and dtype.name in SUPPORTED_DTYPES:
+        if max_value is None:
+            return 1.0
+        largest = float(np.finfo(dtype).max)
+        if max_value > largest:
+            raise ValueError(f'max_value for {dtype.name} images must be at most {largest:g} '
+                             f'(the largest {dtype.name}), got {max_value:g}')
+        return max_value
+    raise TypeError(f'unsupported dtype {dtype}; valid: {", ".join(SUPPORTED_DTYPES)}')
+
+
+def check_image(image: np.ndarray, max_value: Optional[float] = None) -> float:
+    """Check that ``image`` can be corrupted and return its full scale.
+
+    ``image`` must be an ``H×W`` or ``H×W×C`` numpy array of a supported dtype whose
+    values lie in [0, full scale]: float images must be finite, and neither uint16
+    nor float values may exceed ``max_value`` (nothing is clipped silently). Costs
+    one pass over uint16 images with ``max_value`` < 65535 and two (min, max) over
+    float images; none over uint8 images.
+
+    Raises:
+        TypeError: not a numpy array, or an unsupported dtype.
+        ValueError: a bad shape, a bad ``max_value`` for the dtype, or values out of
+            range; the message names the values found, the full scale in force and
+            what to change.
+    """
+    bands = as_bands(image)
+    scale = full_scale(bands.dtype, max_value)
+    if bands.dtype == np.uint8 or bands.size == 0:
+        return scale
+    if bands.dtype == np.uint16:
+        if scale < 65535:
+            largest = int(bands.max())
+            if largest > scale:
+                raise ValueError(
+                    f'the uint16 image has values up to {largest}, above max_value='
+                    f'{scale:g} (the full scale in force); they would be clipped. Set '
+                    f"max_value to the sensor's full scale (the largest value it can "
+                    f'record, at least {largest}), or leave it unset for 65535')
+        return scale
+    low, high = float(np.min(bands)), float(np.max(bands))
+    if math.isnan(low) or math.isnan(high):
+        raise ValueError('float images must be finite (no NaN or inf); found NaN')
+    if math.isinf(low) or math.isinf(high):
+        raise ValueError('float images must be finite (no NaN or inf); found inf')
+    limit = float(bands.dtype.type(scale))  # the full scale as the dtype holds it
+    if low < 0 or high > limit:
+        raise ValueError(
+            f'float images must lie in [0, max_value] = [0, {scale:g}] (max_value is the '
+            f'full scale, 1.0 unless set); found values in [{low:g}, {high:g}]. Floats in '
+            '0..255 (e.g. LoadImageFromFile(to_float32=True)) need max_value=255; '
+            'negative values mean the corruption runs after normalisation: put it before '
+            'Normalize / the data preprocessor')
+    return scale
+
+
+def _scaled_float32(bands: np.ndarray, scale: float) -> np.ndarray:
+    """A new C-contiguous float32 copy of checked ``bands`` divided by ``scale``."""
+    out = bands.astype(np.float32, order='C')
+    if bands.dtype.kind == 'u' or scale != 1.0:
+        out *= np.float32(1.0 / scale)  # in place: one allocation per conversion
+    return out
+
+
 def to_float(image: np.ndarray, max_value: Optional[float] = None) -> np.ndarray:
-    """``H×W×C`` float32 in [0, 1] from ``uint8`` (/255), ``uint16`` (/``max_value``,
-    default 65535) or float input (clipped to [0, 1]). 2-D input is one band."""
-    image = as_bands(image)
-    if image.dtype in (np.uint8, np.uint16):
-        full_scale = 255 if image.dtype == np.uint8 else (65535 if max_value is None
-                                                          else max_value)
-        out = image.astype(np.float32)
-        out *= np.float32(1.0 / full_scale)  # in place: one allocation per conversion
-        return out
-    if image.dtype in (np.float32, np.float64, np.float16):
-        if not np.all(np.isfinite(image)):
-            raise ValueError('float images must be finite (no NaN or inf)')
-        return np.clip(image.astype(np.float32), 0.0, 1.0)
-    raise TypeError(f'unsupported dtype {image.dtype}; valid: uint8, uint16, float16/32/64')
+    """``H×W×C`` float32 in [0, 1] (a new C-contiguous array): ``image`` divided by its
+    full scale: 255 for ``uint8``; ``max_value`` (default 65535) for ``uint16``;
+    ``max_value`` (default 1.0) for float input. 2-D input is one band.
+
+    Raises:
+        TypeError, ValueError: see :func:`check_image` (values outside [0, full
+        scale], NaN/inf, a ``max_value`` the dtype cannot use).
+    """
+    bands = as_bands(image)
+    return _scaled_float32(bands, check_image(bands, max_value))
 
 
 def from_float(image: np.ndarray, like: np.ndarray,
                max_value: Optional[float] = None) -> np.ndarray:
-    """Back to the dtype and shape of ``like``: clip to [0, 1], round to nearest.
+    """Back to the dtype and shape of ``like``: clip to [0, 1], multiply by the full
+    scale (see :func:`full_scale`); integer dtypes are rounded to nearest, float
+    dtypes keep their values (in [0, full scale]).
 
     ``image`` is a float32 scratch array of the engine and is modified in place.
     """
+    scale = full_scale(like.dtype, max_value)
     np.clip(image, 0.0, 1.0, out=image)
     if like.dtype == np.uint8:
         image *= np.float32(255)
         out = np.rint(image, out=image).astype(np.uint8)
     elif like.dtype == np.uint16:
-        image *= np.float32(65535 if max_value is None else max_value)
+        image *= np.float32(scale)
         out = np.rint(image, out=image).astype(np.uint16)
-    else:
+    elif scale == 1.0:
         out = image.astype(like.dtype, copy=False)
+    else:
+        if like.dtype == np.float64:
+            out = image.astype(np.float64)
+            out *= scale
+        else:
+            image *= np.float32(scale)
+            out = image.astype(like.dtype, copy=False)
+        # never above the full scale as ``like``'s dtype holds it (rounding of the scale)
+        np.minimum(out, like.dtype.type(scale), out=out)
     return out.reshape(like.shape)
+
+
+# Kernels that would otherwise hold several full-size temporaries work in row tiles of
+# about this many elements (1 MiB of float32: the tiles' temporaries stay in cache, and
+# they are faster than larger tiles). A module constant so that tests can make tiles
+# tiny and check that tiling does not change any result.
+TILE_ELEMENTS = 1 << 18
+
+
+def row_tiles(height: int, row_elements: int, even: bool = False
+              ) -> Iterator[Tuple[int, int]]:
+    """``(start, stop)`` row ranges covering ``height`` rows, each about
+    :data:`TILE_ELEMENTS` elements of ``row_elements`` per row.
+
+    With ``even`` every tile but the last holds an even number of elements (needed
+    where random words are drawn two per 64-bit output, so that drawing tile by tile
+    consumes the generator exactly as one draw over the whole image).
+    """
+    rows = max(1, TILE_ELEMENTS // max(1, row_elements))
+    if even and row_elements % 2 and rows % 2:
+        rows += 1
+    for start in range(0, height, rows):
+        yield start, min(height, start + rows)

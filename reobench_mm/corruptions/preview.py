@@ -35,6 +35,22 @@ def _draw_polygons(tile: np.ndarray, polygons: np.ndarray, scale: float) -> np.n
     return tile
 
 
+FONT, FONT_SCALE = cv2.FONT_HERSHEY_SIMPLEX, 0.45
+
+
+def _text_width(text: str) -> int:
+    return cv2.getTextSize(text, FONT, FONT_SCALE, 1)[0][0]
+
+
+def _column_titles(tile_width: int) -> List[str]:
+    """The longest of ``severity k`` / ``sev k`` / ``k`` that fits over a tile."""
+    for form in ('severity {}', 'sev {}', '{}'):
+        titles = ['clean' if form != '{}' else '0'] + [form.format(s) for s in range(1, 6)]
+        if max(_text_width(t) for t in titles) <= tile_width - 2:
+            return titles
+    return titles
+
+
 def corruption_grid(image: np.ndarray, protocol: str = 'reobench',
                     corruptions: Optional[Sequence[str]] = None, *, seed: int = 0,
                     key: str = 'preview', tile_size: int = 160,
@@ -52,17 +68,18 @@ def corruption_grid(image: np.ndarray, protocol: str = 'reobench',
     h, w = image.shape[:2]
     scale = tile_size / max(h, w)
     th, tw = max(1, round(h * scale)), max(1, round(w * scale))
-    header, label_width = 22, 170
+    # the label column fits the longest name; column titles shrink to fit small tiles
+    header, label_width = 22, max(_text_width(name) for name in names) + 12
     grid = np.full((header + len(names) * (th + 4), label_width + 6 * (tw + 4), 3), 255,
                    np.uint8)
-    for col, title in enumerate(['clean'] + [f'severity {s}' for s in range(1, 6)]):
-        cv2.putText(grid, title, (label_width + col * (tw + 4) + 4, 15),
-                    cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
+    for col, title in enumerate(_column_titles(tw)):
+        cv2.putText(grid, title, (label_width + col * (tw + 4) + 1, 15), FONT, FONT_SCALE,
+                    (0, 0, 0), 1, cv2.LINE_AA)
     for row, name in enumerate(names):
         spec = get_corruption(name, protocol)
         y0 = header + row * (th + 4)
-        cv2.putText(grid, name, (4, y0 + th // 2), cv2.FONT_HERSHEY_SIMPLEX, 0.45,
-                    (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(grid, name, (4, y0 + th // 2), FONT, FONT_SCALE, (0, 0, 0), 1,
+                    cv2.LINE_AA)
         for severity in range(6):
             labels, polys = label_map, polygons
             if spec.moves_labels:

@@ -2,43 +2,53 @@
 from typing import Optional, Sequence
 
 from mmengine.hooks import Hook
-from mmengine.utils import ProgressBar
 
 from ..registry import HOOKS
+from .progress import Progress, check_progress_options
 
 
 @HOOKS.register_module()
 class ProgressBarHook(Hook):
-    """Show a terminal progress bar over training iterations and test/val batches.
+    """Show progress with throughput and ETA over training iterations and test/val
+    batches.
 
     MMEngine's logger prints a line every ``log_interval`` iterations; this hook adds
-    a live bar with throughput and ETA, which is what a user watching a demo or a
-    sweep on a CPU wants. Only rank 0 draws.
+    a live bar, which is what a user watching a demo or a sweep on a CPU wants. When
+    stdout is not a terminal (CI logs, ``nohup``, a file) it prints a short progress line
+    at every 10 % of the loop and at least once a minute instead (see
+    :class:`~reobench_mm.engine.progress.Progress`). Only rank 0 reports.
 
     Args:
         phases (Sequence[str]): Which loops get a bar, any of ``'train'``, ``'val'``,
             ``'test'``. Defaults to all three.
         bar_width (int): Width of the bar in characters. Defaults to 40.
+        step_percent (float): Off a terminal, print a line each time this many percent
+            of a loop is done. Defaults to 10.
+        interval (float): Off a terminal, also print a line when this many seconds have
+            passed since the last one. Defaults to 60.
     """
 
     priority = 'VERY_LOW'
     _valid_phases = ('train', 'val', 'test')
 
     def __init__(self, phases: Sequence[str] = ('train', 'val', 'test'),
-                 bar_width: int = 40) -> None:
+                 bar_width: int = 40, step_percent: float = 10.0,
+                 interval: float = 60.0) -> None:
         unknown = set(phases) - set(self._valid_phases)
         if unknown:
             raise ValueError(f'unknown phases {sorted(unknown)}; valid: {self._valid_phases}')
-        if bar_width < 1:
-            raise ValueError(f'bar_width must be >= 1, got {bar_width}')
+        check_progress_options(bar_width, step_percent, interval)
         self.phases = tuple(phases)
         self.bar_width = bar_width
-        self._bar: Optional[ProgressBar] = None
-        self._train_bar: Optional[ProgressBar] = None  # parked during validation
+        self.step_percent = step_percent
+        self.interval = interval
+        self._bar: Optional[Progress] = None
+        self._train_bar: Optional[Progress] = None  # parked during validation
 
     def _start(self, runner, phase: str, total: int) -> None:
         if phase in self.phases and runner.rank == 0 and total > 0:
-            self._bar = ProgressBar(total, bar_width=self.bar_width)
+            self._bar = Progress(total, desc=phase, bar_width=self.bar_width,
+                                 step_percent=self.step_percent, interval=self.interval)
         else:
             self._bar = None
 
@@ -48,8 +58,7 @@ class ProgressBarHook(Hook):
 
     def _finish(self) -> None:
         if self._bar is not None:
-            self._bar.file.write('\n')
-            self._bar.file.flush()
+            self._bar.close()
         self._bar = None
 
     # train: one bar over all remaining iterations
@@ -65,6 +74,8 @@ class ProgressBarHook(Hook):
     # validation inside training interrupts the train bar; resume it afterwards
     def before_val_epoch(self, runner) -> None:
         self._train_bar, self._bar = self._bar, None
+        if self._train_bar is not None:
+            self._train_bar.break_line()
         self._start(runner, 'val', len(runner.val_dataloader))
 
     def after_val_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:

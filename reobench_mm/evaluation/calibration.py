@@ -84,7 +84,7 @@ from scipy.special import digamma
 
 from ..fileio import finite_or_none
 from ..registry import METRICS
-from .report import agg_pyplot, atomic_savefig
+from .report import FIGURE_LAYOUT, agg_pyplot, atomic_savefig, wrap_to_width
 from .streaming import DatasetSizeMixin, RankSum, sum_rank_totals
 
 __all__ = [
@@ -738,8 +738,8 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
 
 
 def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str = '') -> str:
-    """Draw one reliability diagram per entry of ``panels`` side by side and save a PNG
-    atomically.
+    """Draw one reliability diagram per entry of ``panels`` (a grid of up to four per
+    row, the ECE in each panel's title, one legend for all) and save a PNG atomically.
 
     Args:
         panels (Mapping[str, dict]): Panel title -> :attr:`SegCalibrationMetric.last_details`
@@ -755,12 +755,17 @@ def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str 
     plt = agg_pyplot()
     columns = min(len(panels), 4)
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.6 * rows),
-                             squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns + 0.6, 3.4 * rows + 0.9),
+                             squeeze=False, sharex=True, sharey=True, layout=FIGURE_LAYOUT)
+    # room between the suptitle and the two-line panel titles (fixed-aspect panels
+    # leave the default padding a pixel short)
+    fig.get_layout_engine().set(h_pad=0.08)
     try:
-        for ax in axes.ravel()[len(panels):]:
+        spare = list(axes.ravel()[len(panels):])
+        for ax in spare:
             ax.set_visible(False)
-        for ax, (name, panel) in zip(axes.ravel(), panels.items()):
+        handles = None
+        for index, (ax, (name, panel)) in enumerate(zip(axes.ravel(), panels.items())):
             data = panel.get('reliability', panel)
             missing = {'bin_edges', 'accuracy', 'mean_confidence'} - set(data)
             if missing:
@@ -774,24 +779,40 @@ def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str 
             left, width = edges[:-1][filled], np.diff(edges)[filled]
             ece = data.get('ECE')
             ece_text = f'ECE = {ece:.4f}' if ece is not None else 'ECE = n/a'
-            ax.bar(left, accuracy[filled], width=width, align='edge', color='#4c9be8',
-                   edgecolor='#1f4e79', linewidth=0.6, label=f'accuracy ({ece_text})')
+            bars = ax.bar(left, accuracy[filled], width=width, align='edge', color='#4c9be8',
+                          edgecolor='#1f4e79', linewidth=0.6, label='accuracy')
             low = np.minimum(accuracy, confidence)[filled]
-            ax.bar(left, np.abs(confidence - accuracy)[filled], bottom=low, width=width,
-                   align='edge', color='#e8594c', alpha=0.35, hatch='//',
-                   edgecolor='#b03020', linewidth=0.0, label='gap to confidence')
-            ax.plot([0, 1], [0, 1], color='black', linestyle='--', linewidth=1.0,
-                    label='perfect calibration')
+            gaps = ax.bar(left, np.abs(confidence - accuracy)[filled], bottom=low, width=width,
+                          align='edge', color='#e8594c', alpha=0.35, hatch='//',
+                          edgecolor='#b03020', linewidth=0.0, label='gap to mean confidence')
+            diagonal, = ax.plot([0, 1], [0, 1], color='black', linestyle='--', linewidth=1.0,
+                                label='perfect calibration')
+            handles = handles or [bars, gaps, diagonal]
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1)
             ax.set_aspect('equal')
-            ax.set_xlabel('confidence')
-            ax.set_ylabel('accuracy')
-            ax.set_title(str(name), fontsize=10)
-            ax.legend(loc='upper left', fontsize=7, frameon=False)
+            ax.set_xticks([0, 0.25, 0.5, 0.75, 1])
+            ax.set_xticklabels(['0', '', '0.5', '', '1'])
+            ax.set_yticks([0, 0.25, 0.5, 0.75, 1])
+            ax.set_yticklabels(['0', '', '0.5', '', '1'])
+            ax.tick_params(labelsize=8)
+            # shared axes: labels on the left column and on the lowest panel of each column
+            if index % columns == 0:
+                ax.set_ylabel('accuracy', fontsize=9)
+            if index + columns >= len(panels):
+                ax.set_xlabel('confidence', fontsize=9)
+                ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_title(wrap_to_width(f'{name}\n{ece_text}', 2.9, 9), fontsize=9)
             ax.grid(True, alpha=0.3)
+        if spare:  # the legend in the first empty cell of the grid
+            spare[0].set_visible(True)
+            spare[0].axis('off')
+            spare[0].legend(handles=handles, loc='center', fontsize=8, frameon=False)
+        else:
+            fig.legend(handles=handles, loc='outside lower center',
+                       ncols=3 if columns > 1 else 1, fontsize=8, frameon=False)
         if title:
-            fig.suptitle(title)
+            fig.suptitle(wrap_to_width(title, fig.get_figwidth() - 0.2, 11), fontsize=11)
         return atomic_savefig(fig, path)
     finally:
         plt.close(fig)

@@ -67,7 +67,8 @@ import numpy as np
 from scipy import special, stats
 
 from ..fileio import atomic_write_text
-from .report import agg_pyplot, atomic_savefig, column_title, load_results_json
+from .report import (FIGURE_LAYOUT, agg_pyplot, atomic_savefig, column_title,
+                     load_results_json, wrap_to_width)
 from .robustness import CLEAN, CLEAN_CONDITION, Condition, condition_key, corruption_order
 
 __all__ = [
@@ -870,8 +871,8 @@ def plot_kendall_tau_vs_severity(comparison: CrossModelComparison, path: str) ->
     one faint line per corruption and the mean over corruptions in bold."""
     plt = agg_pyplot()
     ms, rank = comparison.model_set, comparison.rank
-    fig, axes = plt.subplots(1, len(rank.measures), figsize=(5.5 * len(rank.measures), 4),
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(rank.measures), figsize=(4.8 * len(rank.measures) + 2, 4),
+                             squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
     try:
         cmap = plt.get_cmap('tab10')
         for ax, (measure, st) in zip(axes[0], rank.measures.items()):
@@ -887,9 +888,10 @@ def plot_kendall_tau_vs_severity(comparison: CrossModelComparison, path: str) ->
             ax.set_ylim(-1.05, 1.05)
             ax.set_xticks(ms.severities)
             ax.set_xlabel('severity')
-            ax.set_ylabel('Kendall τ-b vs clean ranking')
-            ax.set_title(f'Rank stability: {measure} ({len(ms.models)} models)')
+            ax.set_title(wrap_to_width(f'Rank stability: {measure} ({len(ms.models)} models)',
+                                       4.4, 11), fontsize=11)
             ax.grid(True, alpha=0.3)
+        axes[0][0].set_ylabel('Kendall τ-b vs clean ranking')
         axes[0][-1].legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=7,
                            frameon=False)
         return atomic_savefig(fig, path)
@@ -897,44 +899,78 @@ def plot_kendall_tau_vs_severity(comparison: CrossModelComparison, path: str) ->
         plt.close(fig)
 
 
+def _model_styles(count: int) -> List[Tuple[Any, str]]:
+    """``(colour, marker)`` per model: distinct for up to 120 models (20 colours x 6
+    markers), then repeating."""
+    from matplotlib import colormaps
+    colours = colormaps['tab10'].colors if count <= 10 else colormaps['tab20'].colors
+    markers = 'osD^vP'
+    return [(colours[i % len(colours)], markers[(i // len(colours)) % len(markers)])
+            for i in range(count)]
+
+
 def plot_effective_robustness(comparison: CrossModelComparison, path: str,
                               max_columns: int = 4) -> str:
-    """``effective_robustness.png``: one panel per fit (a grid): models as labelled
-    points (ID vs OOD), the fitted line, its bootstrap band and ``y = x``."""
+    """``effective_robustness.png``: one panel per fit (a grid): models as points (ID
+    vs OOD; one colour and marker per model, named in the legend), the fitted line,
+    its bootstrap band and ``y = x``."""
     plt = agg_pyplot()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     fits = list(comparison.fits.values())
     metric = comparison.model_set.metric
+    models = list(comparison.model_set.models)
+    styles = dict(zip(models, _model_styles(len(models))))
     n_columns = min(max_columns, len(fits))
     n_rows = int(math.ceil(len(fits) / n_columns))
-    fig, axes = plt.subplots(n_rows, n_columns, figsize=(4.2 * n_columns, 3.8 * n_rows),
-                             squeeze=False)
-    label_size = 7 if len(comparison.model_set.models) <= 15 else 5
+    n_entries = len(models) + 3
+    # the legend goes into an empty cell of the grid when there is one and it fits
+    legend_in_grid = n_rows * n_columns > len(fits) and n_entries <= 20
+    fig, axes = plt.subplots(n_rows, n_columns,
+                             figsize=(3.6 * n_columns + (0 if legend_in_grid else 2.5),
+                                      3.4 * n_rows), squeeze=False, layout=FIGURE_LAYOUT)
     try:
         for ax, fit in zip(axes.flat, fits):
             if fit.band_low is not None:
                 ax.fill_between(fit.grid, fit.band_low, fit.band_high, color='tab:blue',
-                                alpha=0.2, linewidth=0,
-                                label=f'{100 * fit.confidence:g}% bootstrap band')
-            ax.plot(fit.grid, fit.line, color='tab:blue', linewidth=1.5,
-                    label=f'fit ({fit.space})')
-            ax.scatter(fit.id_values, fit.ood_values, color='tab:red', s=18, zorder=3)
+                                alpha=0.2, linewidth=0)
+            ax.plot(fit.grid, fit.line, color='tab:blue', linewidth=1.5)
             for model, x, y in zip(fit.models, fit.id_values, fit.ood_values):
-                ax.annotate(model, (x, y), xytext=(3, 3), textcoords='offset points',
-                            fontsize=label_size)
+                colour, marker = styles.get(model, ('tab:red', 'o'))
+                ax.scatter([x], [y], color=colour, marker=marker, s=22, zorder=3,
+                           edgecolors='black', linewidths=0.3)
             low = min(fit.id_values.min(), fit.ood_values.min())
             high = max(fit.id_values.max(), fit.ood_values.max())
-            ax.plot([low, high], [low, high], color='grey', linestyle=':', linewidth=0.8,
-                    label='y = x')
+            ax.plot([low, high], [low, high], color='grey', linestyle=':', linewidth=0.8)
             title = {AVG: 'Avg over corruptions', SHIFT: 'shifted dataset'}.get(
                 fit.name, column_title(fit.name))
-            ax.set_title(f'{title} (a={fit.slope:.2f}, b={fit.intercept:.2f})', fontsize=9)
-            ax.set_xlabel(f'ID: clean {metric}')
-            ax.set_ylabel(f'OOD {metric}')
+            ax.set_title(wrap_to_width(title, 3.2, 9) +
+                         f'\na = {fit.slope:.2f}, b = {fit.intercept:.2f}', fontsize=9)
+            ax.set_xlabel(f'ID: clean {metric}', fontsize=9)
+            ax.set_ylabel(f'OOD {metric}', fontsize=9)
+            ax.tick_params(labelsize=8)
             ax.grid(True, alpha=0.3)
-        axes.flat[0].legend(fontsize=7, loc='upper left')
         for ax in list(axes.flat)[len(fits):]:
             ax.set_visible(False)
-        fig.tight_layout()
+        first = fits[0]
+        handles = [Line2D([], [], color='tab:blue', linewidth=1.5, label=f'fit ({first.space})')]
+        if any(fit.band_low is not None for fit in fits):
+            handles.append(Patch(color='tab:blue', alpha=0.2,
+                                 label=f'{100 * first.confidence:g}% bootstrap band'))
+        handles.append(Line2D([], [], color='grey', linestyle=':', linewidth=0.8,
+                              label='y = x'))
+        handles += [Line2D([], [], color=styles[m][0], marker=styles[m][1], linestyle='',
+                           markeredgecolor='black', markeredgewidth=0.3,
+                           label=wrap_to_width(m, 2.2, 7)) for m in models]
+        if legend_in_grid:
+            spare = axes.flat[len(fits)]
+            spare.set_visible(True)
+            spare.axis('off')
+            spare.legend(handles=handles, loc='center', fontsize=7, frameon=False)
+        else:
+            columns = 1 + (len(handles) - 1) // 40  # a long model list flows into columns
+            fig.legend(handles=handles, loc='outside right upper', fontsize=7, frameon=False,
+                       ncols=columns)
         return atomic_savefig(fig, path)
     finally:
         plt.close(fig)

@@ -39,12 +39,13 @@ from .robustness import (CLEAN, CLEAN_CONDITION, REOBENCH_TABLE_ORDER, Condition
 
 __all__ = [
     'RESULTS_FORMAT', 'RESULT_FILES', 'PLOT_FILES', 'VERSION_PACKAGES', 'column_title',
-    'atomic_write_text', 'atomic_write_bytes', 'atomic_savefig', 'agg_pyplot', 'file_sha256',
+    'atomic_write_text', 'atomic_write_bytes', 'atomic_savefig', 'agg_pyplot', 'FIGURE_LAYOUT',
+    'wrap_to_width', 'file_sha256',
     'package_versions', 'make_provenance', 'results_document', 'write_results_json',
     'results_csv_text', 'write_results_csv', 'render_report_md', 'plot_severity_curves',
     'plot_drop_by_corruption', 'plot_ece_vs_severity', 'plot_reliability_by_condition',
     'plot_risk_coverage', 'calibration_keys', 'CALIBRATION_METRICS', 'CALIBRATION_PREFIXES',
-    'Report', 'write_report', 'load_results_json',
+    'paper_table_lines', 'Report', 'write_report', 'load_results_json',
     'load_condition_results', 'summary_from_results_json', 'ComparisonTable',
     'build_comparison', 'comparison_markdown', 'comparison_csv_text', 'write_comparison'
 ]
@@ -90,7 +91,8 @@ def _fmt(value: Optional[float], digits: int = 2) -> str:
 # Atomic writes
 # ----------------------------------------------------------------------------------
 def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
-    """Save a matplotlib figure as PNG atomically (no software/time metadata)."""
+    """Save a matplotlib figure as PNG atomically (no software/time metadata), with
+    the permissions of a plain file write (see :func:`reobench_mm.fileio.atomic_open`)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format='png', dpi=dpi, bbox_inches='tight',
                 metadata={'Software': None})
@@ -373,6 +375,47 @@ def calibration_keys(summary: RobustnessSummary) -> List[str]:
             for name in CALIBRATION_METRICS if f'{prefix}/{name}' in summary.extra]
 
 
+def paper_table_lines(results: Union[RobustnessSummary, Mapping[str, Any]],
+                      caption: bool = False) -> List[str]:
+    """The paper-layout table of one model as aligned text lines: a header (``Clean``,
+    one column per corruption, ``Avg``, ``ΔTP``), the task metric's row (``mIoU`` /
+    ``mAP``, mean over severities, 2 decimals) and, with calibration metrics, an ``ECE``
+    row (clean, per corruption, Avg, then Avg - Clean; 3 decimals). Missing values show
+    as ``–``.
+
+    Args:
+        results: a :class:`RobustnessSummary`, or the ``numbers`` of a ``results.json``
+            (:meth:`RobustnessSummary.to_dict`).
+        caption: start with a line saying what the numbers are (the severities averaged,
+            the definition of ΔTP and of the ECE row's last column).
+    """
+    numbers = results.to_dict() if isinstance(results, RobustnessSummary) else results
+    names = list(numbers['per_corruption'])
+    header = ['Clean'] + [column_title(n) for n in names] + ['Avg', 'ΔTP']
+    rows = [(numbers['metric'], 2,
+             [numbers['clean']] + [numbers['per_corruption'][n]['mean'] for n in names] +
+             [numbers['avg'], numbers['delta_tp']])]
+    ece = (numbers.get('extra') or {}).get('calib/ECE')
+    if ece:
+        gap = None if ece['avg'] is None or ece['clean'] is None else ece['avg'] - ece['clean']
+        rows.append(('ECE', 3, [ece['clean']] +
+                     [ece['per_corruption'].get(n) for n in names] + [ece['avg'], gap]))
+    widths = [max(len(h), 6) for h in header]
+    label = max(len(name) for name, _, _ in rows)
+    lines = []
+    if caption:
+        severities = ', '.join(map(str, numbers['included']['severities']))
+        lines.append(f'paper-layout table ({numbers["metric"]} mean over severities '
+                     f'{severities}; ΔTP = Clean - Avg'
+                     + ('; ECE row: clean, per corruption, Avg, Avg - Clean' if ece else '')
+                     + '):')
+    lines += [' ' * label + '  ' + '  '.join(h.rjust(w) for h, w in zip(header, widths))]
+    for name, digits, values in rows:
+        lines.append(name.ljust(label) + '  ' + '  '.join(
+            _fmt(v, digits).rjust(w) for v, w in zip(values, widths)))
+    return lines
+
+
 def _temperature_text(provenance: Mapping[str, Any]) -> Optional[str]:
     """The fitted temperature the sweep records in ``provenance['extra']``."""
     record = (provenance.get('extra') or {}).get('temperature')
@@ -393,11 +436,26 @@ def agg_pyplot():
     return plt
 
 
+#: Layout engine of every figure the package draws: it sizes the margins so that
+#: titles, labels, tick labels and legends outside the axes do not overlap.
+FIGURE_LAYOUT = 'constrained'
+
+
+def wrap_to_width(text: str, inches: float, fontsize: float = 10.0) -> str:
+    """``text`` broken into lines that fit ``inches`` at ``fontsize`` points (an
+    average glyph is taken as 0.6 em wide; words longer than a line are broken too).
+    For titles built from names of any length."""
+    import textwrap
+    columns = max(12, int(inches * 72 / (0.6 * fontsize)))
+    return '\n'.join(textwrap.fill(line, columns, break_on_hyphens=False)
+                     for line in text.split('\n'))
+
+
 def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:
     """``severity_curves.png``: the metric against severity, one line per
     corruption, the clean metric as a dashed line."""
     plt = agg_pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(8, 5), layout=FIGURE_LAYOUT)
     try:
         cmap = plt.get_cmap('tab20')
         markers = 'osD^v<>ph*Xd'
@@ -424,7 +482,7 @@ def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
     plt = agg_pyplot()
     drops = sorted(((summary.clean - summary.per_corruption[n], n)
                     for n in summary.corruptions), key=lambda t: (-t[0], t[1]))
-    fig, ax = plt.subplots(figsize=(7, 0.35 * len(drops) + 1.5))
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(drops) + 1.8), layout=FIGURE_LAYOUT)
     try:
         names = [n for _, n in drops]
         values = [d for d, _ in drops]
@@ -433,15 +491,17 @@ def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
         ax.set_yticks(range(len(names)))
         ax.set_yticklabels(names)
         ax.invert_yaxis()
-        ax.axvline(summary.delta_tp, color='black', linestyle='--', linewidth=1.0)
+        delta = ax.axvline(summary.delta_tp, color='black', linestyle='--', linewidth=1.0,
+                           label=f'ΔTP = {summary.delta_tp:.2f}')
         ax.axvline(0.0, color='black', linewidth=0.6)
         ax.set_xlabel(f'clean − corrupted {summary.metric} (mean over severities)')
-        ax.set_title(f'Drop by corruption (ΔTP = {summary.delta_tp:.2f}, dashed)')
+        ax.set_title('Drop by corruption')
         from matplotlib.patches import Patch
         present = [c for c in _CATEGORY_COLOURS
                    if any(summary.category(n) == c for n in names)]
-        ax.legend(handles=[Patch(color=_CATEGORY_COLOURS[c], label=c) for c in present],
-                  loc='lower right', fontsize=8)
+        ax.legend(handles=[Patch(color=_CATEGORY_COLOURS[c], label=c) for c in present] +
+                  [delta], loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8,
+                  frameon=False)
         ax.grid(True, axis='x', alpha=0.3)
         return atomic_savefig(fig, path)
     finally:
@@ -455,8 +515,8 @@ def plot_ece_vs_severity(summary: RobustnessSummary, path: str) -> str:
     if not prefixes:
         raise ValueError('the summary has no calibration metrics (calib/ECE)')
     plt = agg_pyplot()
-    fig, axes = plt.subplots(1, len(prefixes), figsize=(6.5 * len(prefixes), 4.5),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(prefixes), figsize=(5.5 * len(prefixes) + 2, 4.5),
+                             squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
     try:
         cmap = plt.get_cmap('tab20')
         for ax, prefix in zip(axes[0], prefixes):
@@ -468,13 +528,12 @@ def plot_ece_vs_severity(summary: RobustnessSummary, path: str) -> str:
                 ax.plot([0] + [s for s, _ in points], [clean] + [v for _, v in points],
                         marker='o', markersize=4, linewidth=1.4, color=cmap(i % 20),
                         label=name)
-            ax.axhline(clean, color='black', linestyle='--', linewidth=1.0,
-                       label=f'clean ({clean:.4f})')
+            ax.axhline(clean, color='black', linestyle='--', linewidth=1.0, label='clean')
             ax.set_xticks([0] + list(summary.severities))
             ax.set_xlabel('severity (0 = clean)')
-            ax.set_ylabel('ECE')
             ax.set_title(f'{key}: {CALIBRATION_PREFIXES[prefix]}')
             ax.grid(True, alpha=0.3)
+        axes[0][0].set_ylabel('ECE')
         axes[0][-1].legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8,
                            frameon=False)
         return atomic_savefig(fig, path)
@@ -513,7 +572,7 @@ def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping
     decreasing confidence) for the clean condition and the strongest evaluated severity
     of each corruption, AURC in the legend."""
     plt = agg_pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(8, 5), layout=FIGURE_LAYOUT)
     try:
         cmap = plt.get_cmap('tab20')
         rows = _clean_and_strongest(summary, details, prefix)
@@ -528,7 +587,8 @@ def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping
         ax.set_ylim(bottom=0)
         ax.set_xlabel('coverage (most confident pixels first)')
         ax.set_ylabel('selective risk (error rate)')
-        ax.set_title(f'Risk–coverage: clean vs the strongest severity ({prefix})')
+        ax.set_title(f'Risk–coverage: clean vs the strongest severity ({prefix})',
+                     fontsize=11)
         ax.grid(True, alpha=0.3)
         ax.legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
         return atomic_savefig(fig, path)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os.path as osp
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -10,7 +11,8 @@ from mmcv.transforms import BaseTransform
 
 from ..corruptions import corrupt, corrupt_geometric, get_corruption
 from ..corruptions.appearance import check_channel_order, jpeg_round_trip
-from ..corruptions.base import as_bands, check_protocol, check_severity, from_float, to_float
+from ..corruptions.base import (as_bands, check_max_value, check_protocol, check_seed,
+                                check_severity, from_float, to_float)
 from ..corruptions.geometric import GeometricTransform, check_border
 from ..registry import TRANSFORMS
 
@@ -18,22 +20,42 @@ BOX_POLICIES = ('reference', 'drop_outside')
 ANGLE_VERSIONS = ('le90', 'le135', 'oc')
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 @TRANSFORMS.register_module()
 class ApplyCorruption(BaseTransform):
     """Corrupt the image (and, for geometric corruptions, move the labels).
 
-    Place it right after image loading, and after annotation loading when the
-    corruption is geometric, before resizing and normalisation. A severity of 0 or
-    ``corruption='clean'`` is a no-op, so one config serves clean and corrupted runs.
+    Where it goes: right after image loading, before any resizing, cropping, padding
+    and normalisation; for geometric corruptions after the annotation loading (and
+    ``ConvertBoxType``) too, so that the labels move with the image (see
+    :mod:`reobench_mm.transforms.placement`; ``CorruptionTestLoop``, ``tools/test.py``
+    and the robustness sweep place it for you). A wrong placement is an error, never a
+    silently different number:
+
+    - a geometric corruption of a sample whose annotations are still to be loaded (the
+      dataset gave ``seg_map_path`` or ``instances``, but there is no ``gt_seg_map`` /
+      ``gt_bboxes`` yet) raises a ``RuntimeError`` that says where to put the step;
+    - an image that an earlier step resized, cropped or padded (its shape differs from
+      ``ori_shape``, or ``scale_factor`` is not 1) raises a ``RuntimeError``: the
+      severity tables are defined on the original image. ``allow_resized=True``
+      corrupts it anyway, with one warning.
+
+    A severity of 0 or ``corruption='clean'`` is a no-op, so one config serves clean
+    and corrupted runs.
 
     Required Keys:
 
     - img
-    - img_path (optional; its file name is the sample's random key)
-    - sample_idx (optional; the key when there is no img_path)
+    - img_path or sample_idx (the sample's random key: the image's file name, else its
+      index; a sample with neither is an error, since every sample would then get the
+      same random draws)
     - gt_seg_map, seg_fields (optional)
-    - gt_bboxes (optional; ``HorizontalBoxes`` or ``RotatedBoxes``)
+    - gt_bboxes (optional; ``HorizontalBoxes``, ``RotatedBoxes`` or ``QuadriBoxes``)
     - gt_bboxes_labels, gt_ignore_flags (optional)
+    - ori_shape, scale_factor (optional; checked as described above)
 
     Modified Keys:
 
@@ -49,7 +71,7 @@ class ApplyCorruption(BaseTransform):
     Args:
         corruption (str): a corruption of ``protocol``, or ``'clean'``.
         severity (int): 0..5.
-        seed (int): global seed of every random draw.
+        seed (int): global seed of every random draw (an integer >= 0).
         protocol (str): ``'reobench'`` or ``'geofm_calibration'``.
         border (str): ``'reflect'`` (the paper) or ``'constant'`` for rotate/translate.
         box_policy (str): ``'reference'`` keeps every box (as the paper did);
@@ -57,10 +79,14 @@ class ApplyCorruption(BaseTransform):
         angle_version (str): rotated-box angle convention to keep (``'le90'``).
         ignore_index (int): label written where a moved map has no source content.
         channel_order (str): order of 3-band images in ``img`` (``'bgr'`` as MMCV loads).
-        max_value (float, optional): full scale of uint16 images (default 65535).
+        max_value (float, optional): full scale of the image: uint16 (default 65535) and
+            float images (default 1.0; ``255`` for ``LoadImageFromFile(to_float32=True)``).
+            Values above it are an error.
         reencode_jpeg_quality (int, optional): an extra JPEG pass after the corruption,
             as the authors' released DIOR files carry (they used quality 75). Off by
             default.
+        allow_resized (bool): corrupt images that an earlier step resized (one warning)
+            instead of refusing them.
     """
 
     def __init__(self, corruption: str = 'clean', severity: int = 0, seed: int = 0,
@@ -68,7 +94,8 @@ class ApplyCorruption(BaseTransform):
                  box_policy: str = 'reference', angle_version: str = 'le90',
                  ignore_index: int = 255, channel_order: str = 'bgr',
                  max_value: Optional[float] = None,
-                 reencode_jpeg_quality: Optional[int] = None) -> None:
+                 reencode_jpeg_quality: Optional[int] = None,
+                 allow_resized: bool = False) -> None:
         self.set_condition(corruption, severity, seed, protocol, border)
         if box_policy not in BOX_POLICIES:
             raise ValueError(f'box_policy must be one of {BOX_POLICIES}, got {box_policy!r}')
@@ -76,12 +103,20 @@ class ApplyCorruption(BaseTransform):
             raise ValueError(f'angle_version must be one of {ANGLE_VERSIONS}, '
                              f'got {angle_version!r}')
         check_channel_order(channel_order)
-        if reencode_jpeg_quality is not None and not 1 <= reencode_jpeg_quality <= 100:
-            raise ValueError('reencode_jpeg_quality must be None or in 1..100, '
-                             f'got {reencode_jpeg_quality}')
+        if reencode_jpeg_quality is not None and (
+                not _is_int(reencode_jpeg_quality) or not 1 <= reencode_jpeg_quality <= 100):
+            raise ValueError('reencode_jpeg_quality must be None or an integer in 1..100, '
+                             f'got {reencode_jpeg_quality!r}')
+        if not _is_int(ignore_index):
+            raise ValueError(f'ignore_index must be an integer, got {ignore_index!r}')
+        if not isinstance(allow_resized, bool):
+            raise ValueError(f'allow_resized must be True or False, got {allow_resized!r}')
         self.box_policy, self.angle_version = box_policy, angle_version
-        self.ignore_index, self.channel_order = ignore_index, channel_order
-        self.max_value, self.reencode_jpeg_quality = max_value, reencode_jpeg_quality
+        self.ignore_index, self.channel_order = int(ignore_index), channel_order
+        self.max_value = check_max_value(max_value)
+        self.reencode_jpeg_quality = reencode_jpeg_quality
+        self.allow_resized = allow_resized
+        self._warned_resized = False
 
     def set_condition(self, corruption: str, severity: int, seed: int = 0,
                       protocol: str = 'reobench', border: str = 'reflect') -> None:
@@ -91,8 +126,9 @@ class ApplyCorruption(BaseTransform):
         check_border(border)
         spec = None if corruption == 'clean' else get_corruption(corruption, protocol)
         self.severity = check_severity(severity)
+        self.seed = check_seed(seed)
         self.corruption, self.spec = corruption, spec
-        self.seed, self.protocol, self.border = seed, protocol, border
+        self.protocol, self.border = protocol, border
 
     @property
     def is_noop(self) -> bool:
@@ -105,11 +141,65 @@ class ApplyCorruption(BaseTransform):
             return osp.basename(results['img_path'])
         return results.get('sample_idx')
 
+    def _what(self) -> str:
+        return f'ApplyCorruption({self.corruption!r}, severity={self.severity})'
+
+    def check_sample(self, results: dict) -> None:
+        """Refuse a sample this corruption cannot be applied to correctly (see the class
+        docstring): no sample key, an image resized before this step, or (geometric
+        corruptions) labels that are still to be loaded or that cannot be moved."""
+        if self.sample_key(results) is None:
+            raise RuntimeError(
+                f'{self._what()}: the sample has neither img_path nor sample_idx, which key '
+                'its random draws; without a key every sample would get the same noise. '
+                "Datasets provide both; for arrays, set results['sample_idx'].")
+        image = results['img']
+        original = results.get('ori_shape')
+        factor = results.get('scale_factor')
+        resized = original is not None and tuple(image.shape[:2]) != tuple(original[:2])
+        rescaled = factor is not None and not np.allclose(np.asarray(factor, float), 1.0)
+        if resized or rescaled:
+            detail = (f'the image is {image.shape[0]}x{image.shape[1]}, its original size '
+                      f'{original[0]}x{original[1]}' if resized else
+                      f'an earlier step rescaled it (scale_factor {tuple(factor)})')
+            if not self.allow_resized:
+                raise RuntimeError(
+                    f'{self._what()}: {detail}. A step before it resized, cropped or padded '
+                    'the image, but the severity parameters are defined on the original '
+                    'image. Put ApplyCorruption right after image loading (before Resize); '
+                    'geometric corruptions go after LoadAnnotations, which is only right '
+                    'when the resize keeps the test images as they are. Set '
+                    'allow_resized=True to corrupt resized images on purpose.')
+            if not self._warned_resized:
+                self._warned_resized = True
+                warnings.warn(f'{self._what()} corrupts resized images ({detail}; '
+                              'allow_resized=True): severities are no longer those of the '
+                              'original images')
+        if not self.spec.moves_labels:
+            return
+        pending = [f'{path} but no {loaded}' for path, loaded in (
+            ('seg_map_path', 'gt_seg_map'), ('instances', 'gt_bboxes'))
+            if results.get(path) and results.get(loaded) is None]
+        if pending:
+            raise RuntimeError(
+                f'{self._what()} runs before the annotations are loaded (the sample has '
+                f'{" and ".join(pending)} yet): a geometric corruption moves the image, and '
+                'labels loaded after it would stay where they were. Put ApplyCorruption '
+                'after LoadAnnotations (and ConvertBoxType) in the pipeline; '
+                'CorruptionTestLoop, tools/test.py and the robustness sweep place it there.')
+        unmovable = [key for key in ('gt_masks', 'gt_instances_masks', 'gt_keypoints')
+                     if results.get(key) is not None]
+        if unmovable:
+            raise RuntimeError(f'{self._what()} cannot move {unmovable} (it moves label '
+                               'maps and boxes); leave them out of the annotations or use a '
+                               'non-geometric corruption')
+
     def transform(self, results: dict) -> dict:
         results['corruption'] = 'clean' if self.is_noop else self.corruption
         results['severity'] = 0 if self.is_noop else self.severity
         if self.is_noop:
             return results
+        self.check_sample(results)
         image, key = results['img'], self.sample_key(results)
         common = dict(seed=self.seed, key=key, protocol=self.protocol, max_value=self.max_value)
         if self.spec.moves_labels:
@@ -155,7 +245,38 @@ class ApplyCorruption(BaseTransform):
         return (f'{self.__class__.__name__}(corruption={self.corruption!r}, '
                 f'severity={self.severity}, seed={self.seed}, protocol={self.protocol!r}, '
                 f'border={self.border!r}, box_policy={self.box_policy!r}, '
-                f'reencode_jpeg_quality={self.reencode_jpeg_quality})')
+                f'reencode_jpeg_quality={self.reencode_jpeg_quality}, '
+                f'allow_resized={self.allow_resized})')
+
+
+def corruption_steps(dataset) -> list:
+    """Every ``ApplyCorruption`` instance in the pipelines of a built ``dataset`` and of
+    the datasets it wraps (``dataset``, ``datasets``), nested transform lists included."""
+    found, seen = [], set()
+
+    def walk_transforms(transforms):
+        for transform in transforms or []:
+            if isinstance(transform, ApplyCorruption):
+                if id(transform) not in seen:
+                    seen.add(id(transform))
+                    found.append(transform)
+            inner = getattr(transform, 'transforms', None)
+            if isinstance(inner, (list, tuple)):
+                walk_transforms(inner)
+            elif inner is not None and hasattr(inner, 'transforms'):
+                walk_transforms(inner.transforms)
+
+    def walk(ds):
+        pipeline = getattr(ds, 'pipeline', None)
+        if pipeline is not None:
+            walk_transforms(getattr(pipeline, 'transforms', None))
+        if getattr(ds, 'dataset', None) is not None:
+            walk(ds.dataset)
+        for inner in getattr(ds, 'datasets', None) or []:
+            walk(inner)
+
+    walk(dataset)
+    return found
 
 
 def move_boxes(boxes, geometry: GeometricTransform, angle_version: str = 'le90'):

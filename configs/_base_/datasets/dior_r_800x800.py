@@ -1,6 +1,5 @@
 # DIOR-R as tools/dataset_converters/dior_r.py writes it (DOTA-style annfiles, 20
 # classes, 800x800 images): official trainval for training, test for evaluation.
-_base_ = ['../corruptions.py']
 dataset_type = 'DIORRDataset'
 data_root = 'data/dior_r/'
 backend_args = None
@@ -17,7 +16,6 @@ test_pipeline = [
     dict(type='mmdet.LoadImageFromFile', backend_args=backend_args),
     dict(type='mmdet.LoadAnnotations', with_bbox=True, box_type='qbox'),
     dict(type='ConvertBoxType', box_type_mapping=dict(gt_bboxes='rbox')),
-    dict(type='ApplyCorruption', **_base_.corruption_cfg),  # clean unless set
     # DIOR-R images are 800x800 already: Resize keeps them and scales nothing
     dict(type='mmdet.Resize', scale=image_size, keep_ratio=True),
     dict(type='mmdet.PackDetInputs',

@@ -1,12 +1,11 @@
 # ISPRS Potsdam as tools/dataset_converters/potsdam.py writes it: 512x512 patches,
 # 3,456 train / 2,016 test, labels 1..6 read with reduce_zero_label=True (0 = ignored).
-# MMSegmentation's own Potsdam settings, with the corruption hook in the test pipeline
-# (right after loading, before resizing) and the paper's batch of 8.
-_base_ = ['mmseg::_base_/datasets/potsdam.py', '../corruptions.py']
+# MMSegmentation's own Potsdam settings (CorruptionTestLoop puts ApplyCorruption into the
+# test pipeline, before resizing) and the paper's batch of 8.
+_base_ = ['mmseg::_base_/datasets/potsdam.py']
 test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='LoadAnnotations', reduce_zero_label=True),
-    dict(type='ApplyCorruption', **_base_.corruption_cfg),  # clean unless set
     dict(type='Resize', scale=(512, 512), keep_ratio=True),
     dict(type='PackSegInputs',
          meta_keys=('img_path', 'seg_map_path', 'ori_shape', 'img_shape', 'pad_shape',

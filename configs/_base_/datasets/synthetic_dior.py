@@ -1,6 +1,5 @@
 # Synthetic DIOR-R-format demo data (tools/make_demo_data.py), read by MMRotate's own
 # DIORDataset: 256x256 JPEG scenes, robndbox XML annotations, 4 of DIOR's classes.
-_base_ = ['../corruptions.py']
 dataset_type = 'DIORDataset'
 data_root = 'data/demo/dior/'
 metainfo = dict(classes=('airplane', 'ship', 'storagetank', 'vehicle'))
@@ -18,7 +17,6 @@ test_pipeline = [
     dict(type='mmdet.LoadImageFromFile', backend_args=backend_args),
     dict(type='mmdet.LoadAnnotations', with_bbox=True, box_type='qbox'),
     dict(type='ConvertBoxType', box_type_mapping=dict(gt_bboxes='rbox')),
-    dict(type='ApplyCorruption', **_base_.corruption_cfg),  # clean unless set
     # the scenes are 256x256 already: Resize keeps them, so boxes stay as loaded
     dict(type='mmdet.Resize', scale=image_size, keep_ratio=True),
     dict(

@@ -1,7 +1,6 @@
 # Synthetic ISPRS-Potsdam-format demo data (tools/make_demo_data.py), read by
 # MMSegmentation's own PotsdamDataset: 256x256 RGB tiles, labels 1..6 with
 # reduce_zero_label=True (0 = ignored boundary), 6 classes.
-_base_ = ['../corruptions.py']
 dataset_type = 'PotsdamDataset'
 data_root = 'data/demo/potsdam'
 crop_size = (128, 128)
@@ -15,7 +14,6 @@ train_pipeline = [
 test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='LoadAnnotations'),
-    dict(type='ApplyCorruption', **_base_.corruption_cfg),  # clean unless set
     dict(type='PackSegInputs',
          meta_keys=('img_path', 'seg_map_path', 'ori_shape', 'img_shape', 'pad_shape',
                     'scale_factor', 'flip', 'flip_direction', 'reduce_zero_label',

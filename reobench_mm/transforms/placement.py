@@ -1,0 +1,335 @@
+"""Where ``ApplyCorruption`` goes in a data pipeline.
+
+A corruption's severity table is defined on the original image, and a geometric
+corruption must move the labels with the image. So the step belongs
+
+- right after image loading (and the annotation loading that directly follows it),
+  before anything that resizes, crops, pads or flips the image, for corruptions that
+  only change pixel values;
+- after the last annotation loading (and box-type conversion) step for geometric
+  corruptions (``rotate``, ``scale``, ``translate``), so that the label maps and boxes
+  exist when the image moves.
+
+The toolboxes' own test pipelines load the annotations *after* ``Resize`` (so that the
+ground truth keeps its original resolution): there the geometric position comes after
+the resize, which is only right when the resize leaves the image as it is (REOBench's
+test images already have the test size). ``ApplyCorruption`` checks that at run time and
+refuses a resized image, so a wrong placement cannot go unnoticed.
+
+The functions here work on config lists (dicts with ``type``) and on built pipelines
+(transform objects) alike.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from .corruption import ApplyCorruption
+
+__all__ = [
+    'CORRUPTION_TYPE', 'BOX_CONVERSIONS', 'CORRUPTION_META_KEYS', 'Placement',
+    'transform_name', 'is_image_loading_name', 'is_annotation_loading_name',
+    'is_loading_name', 'is_corruption_step', 'corruption_position', 'is_valid_position',
+    'place_corruption', 'dataset_pipelines', 'built_dataset_pipelines',
+    'add_corruption_meta_keys', 'place_condition', 'condition_of', 'CONDITION_KEYS',
+    'CLEAN_SETTINGS'
+]
+
+CORRUPTION_TYPE = 'ApplyCorruption'
+BOX_CONVERSIONS = ('ConvertBoxType', 'ConvertMask2BoxType')
+#: What ``ApplyCorruption`` adds to the results; the packing step carries them into the
+#: sample's metainfo.
+CORRUPTION_META_KEYS = ('corruption', 'severity')
+#: The settings of a condition, in ``ApplyCorruption``'s order, and those of a clean run.
+CONDITION_KEYS = ('corruption', 'severity', 'seed', 'protocol', 'border')
+CLEAN_SETTINGS = dict(corruption='clean', severity=0, seed=0, protocol='reobench',
+                      border='reflect')
+
+
+def transform_name(step: Any) -> str:
+    """The class name of a transform, without a scope prefix: ``'Resize'`` for
+    ``dict(type='mmdet.Resize')``, for ``dict(type=Resize)`` and for a built ``Resize``."""
+    if isinstance(step, dict):
+        kind = step.get('type')
+        if isinstance(kind, str):
+            return kind.rsplit('.', 1)[-1]
+        return getattr(kind, '__name__', '')
+    return type(step).__name__
+
+
+def is_image_loading_name(name: str) -> bool:
+    """``LoadImageFromFile``, ``LoadMultipleRSImageFromFile``, ``LoadImageFromNDArray``..."""
+    return name.startswith('Load') and 'Image' in name
+
+
+def is_annotation_loading_name(name: str) -> bool:
+    """Annotation loading (``LoadAnnotations``...) and box-type conversion steps."""
+    return name.startswith('Load') and 'Annotation' in name or name in BOX_CONVERSIONS
+
+
+def is_loading_name(name: str) -> bool:
+    """Whether a transform class name is image loading, annotation loading or box-type
+    conversion (the deterministic steps that may come before a corruption)."""
+    return is_image_loading_name(name) or is_annotation_loading_name(name)
+
+
+def is_corruption_step(step: Any) -> bool:
+    return transform_name(step) == CORRUPTION_TYPE
+
+
+def _image_loader(names: Sequence[str]) -> int:
+    found = [i for i, name in enumerate(names) if is_image_loading_name(name)]
+    if not found:
+        raise ValueError('the pipeline has no image-loading step (e.g. LoadImageFromFile); '
+                         f'steps: {list(names)}')
+    return found[0]
+
+
+def _appearance_range(names: Sequence[str]) -> Tuple[int, int]:
+    """Positions (insertion indices) right after image loading: from just after the image
+    loader to the end of the loading steps that directly follow it."""
+    first = _image_loader(names) + 1
+    last = first
+    while last < len(names) and is_loading_name(names[last]):
+        last += 1
+    return first, last
+
+
+def _geometric_position(names: Sequence[str]) -> int:
+    image = _image_loader(names)
+    return max(i for i, name in enumerate(names) if is_loading_name(name) or i == image) + 1
+
+
+def corruption_position(names: Sequence[str], geometric: bool) -> int:
+    """Where ``ApplyCorruption`` goes among the steps ``names`` (a pipeline without it),
+    as an index to insert at.
+
+    Args:
+        names: transform class names (see :func:`transform_name`).
+        geometric: whether a geometric corruption may be applied (it needs the labels).
+
+    Raises:
+        ValueError: the pipeline has no image-loading step.
+    """
+    return _geometric_position(names) if geometric else _appearance_range(names)[1]
+
+
+def is_valid_position(names: Sequence[str], index: int, geometric: bool) -> bool:
+    """Whether inserting at ``index`` of ``names`` (a pipeline without the step) is a
+    right place (see the module docstring)."""
+    if geometric:
+        return index == _geometric_position(names)
+    first, last = _appearance_range(names)
+    return first <= index <= last
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the corruption step of one pipeline ended up.
+
+    Attributes:
+        index: its index in the pipeline.
+        names: the pipeline's transform names, the step included.
+        moved_from: its index before it was moved (None: inserted, or left in place).
+        inserted: whether it was added.
+    """
+    index: int
+    names: Tuple[str, ...]
+    moved_from: Optional[int] = None
+    inserted: bool = False
+
+    def describe(self) -> str:
+        """``'ApplyCorruption after LoadAnnotations, before PackSegInputs (step 4 of 5)'``;
+        says whether it was moved or inserted, and notes steps that changed the image
+        before it."""
+        before = self.names[self.index - 1] if self.index > 0 else None
+        after = self.names[self.index + 1] if self.index + 1 < len(self.names) else None
+        text = (f'{CORRUPTION_TYPE} after {before or "nothing"}'
+                f'{f", before {after}" if after else ""} '
+                f'(step {self.index + 1} of {len(self.names)})')
+        if self.inserted:
+            text += ', inserted'
+        elif self.moved_from is not None:
+            text += f', moved from step {self.moved_from + 1}'
+        between = [n for n in self.names[:self.index]
+                   if not is_loading_name(n) and n != CORRUPTION_TYPE]
+        if between:
+            text += (f'; it runs after {", ".join(between)}, so it checks at run time that the '
+                     'image still has its original size')
+        return text
+
+
+def place_corruption(pipeline: list, geometric: bool, make_step: Callable[[], Any],
+                     move_misplaced: bool = True) -> Tuple[Any, Placement]:
+    """Make sure ``pipeline`` (a config list or a built transform list, edited in place)
+    has one ``ApplyCorruption`` step at a right place.
+
+    A missing step is made with ``make_step()`` and inserted at
+    :func:`corruption_position`; an existing one at a wrong place is moved there (with
+    ``move_misplaced``; otherwise left where it is).
+
+    Returns:
+        ``(step, placement)``.
+
+    Raises:
+        ValueError: more than one ``ApplyCorruption`` step, or no image loading.
+    """
+    found = [i for i, step in enumerate(pipeline) if is_corruption_step(step)]
+    if len(found) > 1:
+        raise ValueError(f'the pipeline has {len(found)} {CORRUPTION_TYPE} steps '
+                         f'(at steps {[i + 1 for i in found]}); keep one')
+    names = [transform_name(step) for step in pipeline]
+    if not found:
+        index = corruption_position(names, geometric)
+        step = make_step()
+        pipeline.insert(index, step)
+        names.insert(index, CORRUPTION_TYPE)
+        return step, Placement(index, tuple(names), inserted=True)
+    current = found[0]
+    rest = names[:current] + names[current + 1:]
+    if not move_misplaced or is_valid_position(rest, current, geometric):
+        return pipeline[current], Placement(current, tuple(names))
+    index = corruption_position(rest, geometric)
+    step = pipeline.pop(current)
+    pipeline.insert(index, step)
+    rest.insert(index, CORRUPTION_TYPE)
+    return step, Placement(index, tuple(rest), moved_from=current)
+
+
+# ----------------------------------------------------------------------------- datasets
+
+def dataset_pipelines(dataset: Any, path: str = 'dataset') -> Iterator[Tuple[str, list]]:
+    """``(dotted path, pipeline list)`` of every image-loading pipeline in a dataset
+    config and in the datasets it wraps (``dataset=`` and ``datasets=[...]``)."""
+    if not isinstance(dataset, dict):
+        return
+    pipeline = dataset.get('pipeline')
+    if isinstance(pipeline, list) and any(is_image_loading_name(transform_name(s))
+                                          for s in pipeline):
+        yield f'{path}.pipeline', pipeline
+    yield from dataset_pipelines(dataset.get('dataset'), f'{path}.dataset')
+    for i, inner in enumerate(dataset.get('datasets') or []):
+        yield from dataset_pipelines(inner, f'{path}.datasets.{i}')
+
+
+def built_dataset_pipelines(dataset: Any, path: str = 'dataset'
+                            ) -> Iterator[Tuple[str, list]]:
+    """The same for a built dataset: ``(path, transforms list)`` of every pipeline
+    (``Compose``) with an image-loading step, wrappers included."""
+    transforms = getattr(getattr(dataset, 'pipeline', None), 'transforms', None)
+    if isinstance(transforms, list) and any(is_image_loading_name(transform_name(t))
+                                            for t in transforms):
+        yield f'{path}.pipeline', transforms
+    if getattr(dataset, 'dataset', None) is not None:
+        yield from built_dataset_pipelines(dataset.dataset, f'{path}.dataset')
+    for i, inner in enumerate(getattr(dataset, 'datasets', None) or []):
+        yield from built_dataset_pipelines(inner, f'{path}.datasets.{i}')
+
+
+def _default_meta_keys(type_name: str, scope: Optional[str]) -> Optional[tuple]:
+    """The ``meta_keys`` default of a packing transform, looked up in the registries."""
+    from mmengine.registry import TRANSFORMS
+    bare = type_name.rsplit('.', 1)[-1]
+    candidates = [type_name] if '.' in type_name else []
+    candidates += [f'{s}.{bare}' for s in (scope, 'mmseg', 'mmdet') if s]
+    for name in candidates:
+        try:
+            cls = TRANSFORMS.get(name)
+        except Exception:  # an uninstalled scope
+            cls = None
+        if cls is not None:
+            default = inspect.signature(cls.__init__).parameters.get('meta_keys')
+            if default is not None and isinstance(default.default, (tuple, list)):
+                return tuple(default.default)
+    return None
+
+
+def add_corruption_meta_keys(pipeline: list, scope: Optional[str] = None) -> None:
+    """Add :data:`CORRUPTION_META_KEYS` to the ``meta_keys`` of the packing steps
+    (``Pack*``) of a config list or a built pipeline, so that every sample's metainfo says
+    which condition it was evaluated under.
+
+    Raises:
+        ValueError: a packing step of a config whose default ``meta_keys`` cannot be found.
+    """
+    for step in pipeline:
+        name = transform_name(step)
+        if not name.startswith('Pack'):
+            continue
+        if isinstance(step, dict):
+            keys = step.get('meta_keys')
+            if keys is None:
+                keys = _default_meta_keys(step['type'] if isinstance(step['type'], str)
+                                          else name, scope)
+                if keys is None:
+                    raise ValueError(f'cannot find the default meta_keys of {step["type"]}; '
+                                     'give the packing step meta_keys=(...) explicitly')
+            keys = tuple(keys)
+            step['meta_keys'] = keys + tuple(k for k in CORRUPTION_META_KEYS
+                                             if k not in keys)
+        elif hasattr(step, 'meta_keys'):
+            keys = tuple(step.meta_keys)
+            step.meta_keys = keys + tuple(k for k in CORRUPTION_META_KEYS if k not in keys)
+
+
+def place_condition(dataloader: Any, condition: Dict[str, Any],
+                    scope: Optional[str] = None, geometric: Optional[bool] = None
+                    ) -> List[Placement]:
+    """Put ``condition`` into every test pipeline of ``dataloader`` (a config dict, edited
+    in place, or a built ``DataLoader``): the ``ApplyCorruption`` step there gets the
+    condition (its other options are kept), or one is inserted; a misplaced one is moved
+    (see :mod:`reobench_mm.transforms.placement`); the packing steps carry
+    ``corruption``/``severity`` into the metainfo.
+
+    Args:
+        condition: ``corruption``, ``severity``, ``seed``, ``protocol``, ``border``.
+        scope: default scope of the config (to find the packing steps' ``meta_keys``).
+        geometric: place for geometric corruptions (default: whether ``condition`` is one).
+
+    Returns:
+        One :class:`Placement` per pipeline.
+
+    Raises:
+        ValueError: a bad condition, no image-loading pipeline, two corruption steps.
+    """
+    probe = ApplyCorruption(**condition)  # checks the condition
+    move_misplaced = not probe.is_noop or geometric is not None
+    if geometric is None:
+        geometric = not probe.is_noop and probe.spec.moves_labels
+    if isinstance(dataloader, dict):
+        dataset = dataloader.get('dataset')
+        pipelines = list(dataset_pipelines(dataset))
+
+        def make_step():
+            return dict(type='ApplyCorruption', **condition)
+    else:
+        dataset = dataloader.dataset
+        pipelines = list(built_dataset_pipelines(dataset))
+
+        def make_step():
+            return ApplyCorruption(**condition)
+    if not pipelines:
+        raise ValueError('the test dataset has no pipeline with an image-loading step (e.g. '
+                         'LoadImageFromFile) to put ApplyCorruption into')
+    placements = []
+    for _, pipeline in pipelines:
+        step, placement = place_corruption(pipeline, geometric, make_step, move_misplaced)
+        if isinstance(step, dict):
+            step.update(condition)
+        else:
+            step.set_condition(**condition)
+        add_corruption_meta_keys(pipeline, scope)
+        placements.append(placement)
+    return placements
+
+
+def condition_of(steps: Sequence[Any]) -> Dict[str, Any]:
+    """The condition that ``steps`` (the corruption steps of a built pipeline) apply:
+    clean without any. Raises a ``RuntimeError`` when they disagree."""
+    clean = tuple(CLEAN_SETTINGS[k] for k in CONDITION_KEYS)
+    found = {clean if s.is_noop else (s.corruption, s.severity, s.seed, s.protocol, s.border)
+             for s in steps}
+    if len(found) > 1:
+        raise RuntimeError(f'the test pipelines apply different conditions: {sorted(found)}')
+    return dict(zip(CONDITION_KEYS, found.pop() if found else clean))

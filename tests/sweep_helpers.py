@@ -1,0 +1,42 @@
+"""Helpers shared by the sweep tests: tiny checkpoints, the demo-data options of a
+sweep, and listings of work dirs."""
+import os
+import os.path as osp
+
+import torch
+
+
+def untrained_checkpoint(config, path):
+    """A checkpoint of the config's freshly initialised model."""
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+
+    from reobench_mm.registry import MODELS
+    cfg = Config.fromfile(config)
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        model = MODELS.build(cfg.model)
+    model.init_weights()
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+    return path
+
+
+def sweep_options(data_root, log_level='WARNING'):
+    """--cfg-options of a test run on the demo data (as a dict and as arguments)."""
+    options = {'log_level': log_level, 'test_dataloader.dataset.data_root': data_root,
+               'test_dataloader.num_workers': 0, 'test_dataloader.persistent_workers': False}
+    arguments = [f'{k}={v}' for k, v in options.items()]
+    return options, arguments
+
+
+def listing(folder):
+    """``{relative path: file bytes or None for a folder}`` of everything under ``folder``
+    (empty when it does not exist)."""
+    found = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs:
+            found[osp.relpath(osp.join(root, name), folder)] = None
+        for name in files:
+            with open(osp.join(root, name), 'rb') as handle:
+                found[osp.relpath(osp.join(root, name), folder)] = handle.read()
+    return found

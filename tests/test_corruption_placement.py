@@ -1,0 +1,401 @@
+"""Where the corruption step runs, and that a wrong place is an error, never a silently
+different number: the placement rules, ApplyCorruption's run-time checks, the toolboxes'
+own test pipelines (in their own step order, from their installed packages), and
+CorruptionTestLoop through every test entry point (the toolboxes' own tools/test.py
+included)."""
+import json
+import os.path as osp
+import re
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import DATASETS, DefaultScope
+
+import reobench_mm  # noqa: F401  (registration)
+from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together
+from reobench_mm.apis import get_test_pipelines, insert_corruption
+from reobench_mm.transforms import ApplyCorruption
+from reobench_mm.transforms.placement import (Placement, corruption_position,
+                                              is_valid_position, place_corruption)
+
+SITE = osp.dirname(osp.dirname(reobench_mm.__file__))
+TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
+TRAIN_TOOL = osp.join(PROJECT_ROOT, 'tools', 'train.py')
+
+
+def _toolbox_file(package: str, *parts: str) -> str:
+    """A file shipped in an installed toolbox (``mmseg/.mim/tools/test.py``...)."""
+    module = __import__(package)
+    path = osp.join(osp.dirname(module.__file__), '.mim', *parts)
+    if not osp.isfile(path):
+        pytest.skip(f'{package} was installed without its .mim files ({path} is absent)')
+    return path
+
+
+def _types(pipeline):
+    return [step['type'] if isinstance(step, dict) else type(step).__name__
+            for step in pipeline]
+
+
+# ----------------------------------------------------------------------------- the rules
+
+STOCK_SEG = ['LoadImageFromFile', 'Resize', 'LoadAnnotations', 'PackSegInputs']
+STOCK_ROT = ['LoadImageFromFile', 'Resize', 'LoadAnnotations', 'ConvertBoxType',
+             'PackDetInputs']
+PROJECT_ROT = ['LoadImageFromFile', 'LoadAnnotations', 'ConvertBoxType', 'Resize',
+               'PackDetInputs']
+
+
+@pytest.mark.parametrize('names,appearance,geometric', [
+    (STOCK_SEG, 1, 3),  # pixel corruptions before Resize; geometric after the labels
+    (STOCK_ROT, 1, 4),
+    (PROJECT_ROT, 3, 3),  # annotations first: one place serves both
+    (['LoadImageFromFile', 'Resize', 'PackDetInputs'], 1, 1),  # unlabelled test images
+    (['LoadImageFromNDArray', 'PackSegInputs'], 1, 1),
+])
+def test_position_rules(names, appearance, geometric):
+    assert corruption_position(names, geometric=False) == appearance
+    assert corruption_position(names, geometric=True) == geometric
+    assert is_valid_position(names, appearance, geometric=False)
+    assert is_valid_position(names, geometric, geometric=True)
+    with pytest.raises(ValueError, match='no image-loading step'):
+        corruption_position(['Resize', 'PackSegInputs'], geometric=True)
+
+
+def test_misplaced_steps_are_moved_and_described():
+    # the natural place in a stock pipeline (right after image loading) is wrong for a
+    # geometric corruption: the labels are loaded after Resize
+    pipeline = [dict(type=n) for n in STOCK_SEG]
+    pipeline.insert(1, dict(type='ApplyCorruption', corruption='rotate', severity=5))
+    step, placement = place_corruption(pipeline, True, dict)
+    assert _types(pipeline) == ['LoadImageFromFile', 'Resize', 'LoadAnnotations',
+                                'ApplyCorruption', 'PackSegInputs']
+    assert step['corruption'] == 'rotate' and placement.moved_from == 1
+    text = placement.describe()
+    assert 'after LoadAnnotations, before PackSegInputs (step 4 of 5)' in text
+    assert 'moved from step 2' in text and 'runs after Resize' in text
+    # a pixel corruption after Resize goes back in front of it
+    pipeline = [dict(type=n) for n in STOCK_SEG]
+    pipeline.insert(3, dict(type='ApplyCorruption'))
+    _, placement = place_corruption(pipeline, False, dict)
+    assert _types(pipeline)[1] == 'ApplyCorruption' and placement.moved_from == 3
+    # at a right place: left alone
+    before = list(pipeline)
+    _, placement = place_corruption(pipeline, False, dict)
+    assert pipeline == before and placement == Placement(1, tuple(_types(pipeline)))
+    # without moving (a clean run): left where it is
+    pipeline = [dict(type=n) for n in STOCK_SEG] + [dict(type='ApplyCorruption')]
+    _, placement = place_corruption(pipeline, True, dict, move_misplaced=False)
+    assert _types(pipeline)[-1] == 'ApplyCorruption' and placement.moved_from is None
+    with pytest.raises(ValueError, match='2 ApplyCorruption steps'):
+        place_corruption([dict(type='LoadImageFromFile'), dict(type='ApplyCorruption'),
+                          dict(type='ApplyCorruption')], True, dict)
+
+
+# ----------------------------------------------------------------------------- run time
+
+def _sample(**extra):
+    image = np.random.default_rng(0).integers(0, 256, (32, 48, 3), dtype=np.uint8)
+    return dict(img=image, img_path='/data/tile_0.png', ori_shape=(32, 48), **extra)
+
+
+def test_geometric_corruption_before_annotation_loading_is_refused():
+    step = ApplyCorruption('rotate', 5)
+    for pending in (dict(seg_map_path='/data/ann_0.png'),
+                    dict(instances=[dict(bbox=[0, 0, 4, 4], bbox_label=0)])):
+        with pytest.raises(RuntimeError, match='before the annotations are loaded.*'
+                           'after LoadAnnotations'):
+            step(_sample(**pending))
+    # loaded: fine; a pixel corruption does not need the labels
+    step(_sample(seg_map_path='/data/ann_0.png', gt_seg_map=np.zeros((32, 48), np.uint8)))
+    ApplyCorruption('haze', 5)(_sample(seg_map_path='/data/ann_0.png'))
+    # an image without annotations to load (inference, unlabelled test sets): fine
+    step(_sample(instances=[]))
+    with pytest.raises(RuntimeError, match='cannot move'):
+        step(_sample(gt_masks=object()))
+
+
+def test_corruption_of_a_resized_image_is_refused():
+    resized = _sample()
+    resized['ori_shape'] = (64, 96)
+    rescaled = _sample(scale_factor=(0.5, 0.5))
+    for results in (resized, rescaled):
+        for name in ('gaussian_blur', 'rotate'):
+            with pytest.raises(RuntimeError, match='resized, cropped or padded.*'
+                               'allow_resized=True'):
+                ApplyCorruption(name, 3)(dict(results))
+    # a resize that kept the size (REOBench's test images have the test size): fine
+    ApplyCorruption('gaussian_blur', 3)(_sample(scale_factor=(1.0, 1.0)))
+    # on purpose: one warning per transform, then silence
+    step = ApplyCorruption('gaussian_blur', 3, allow_resized=True)
+    with pytest.warns(UserWarning, match='corrupts resized images'):
+        step(dict(resized))
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        out = step(dict(resized))
+    assert out['corruption'] == 'gaussian_blur'
+    # clean runs never complain
+    assert ApplyCorruption('clean', 0)(dict(resized))['corruption'] == 'clean'
+
+
+def test_samples_need_a_key_and_settings_are_checked_at_once():
+    keyless = _sample()
+    del keyless['img_path']
+    with pytest.raises(RuntimeError, match='neither img_path nor sample_idx'):
+        ApplyCorruption('gaussian_noise', 1)(keyless)
+    ApplyCorruption('gaussian_noise', 1)(dict(keyless, sample_idx=3))
+    for options, message in ((dict(seed='abc'), 'seed'), (dict(seed=1.7), 'seed'),
+                             (dict(seed=True), 'seed'), (dict(seed=-1), 'seed'),
+                             (dict(max_value=0), 'max_value'),
+                             (dict(ignore_index='255'), 'ignore_index'),
+                             (dict(allow_resized='yes'), 'allow_resized'),
+                             (dict(reencode_jpeg_quality=7.5), 'reencode_jpeg_quality')):
+        with pytest.raises(ValueError, match=message):
+            ApplyCorruption('gaussian_noise', 1, **options)
+    step = ApplyCorruption('gaussian_noise', 1)
+    with pytest.raises(ValueError, match='seed'):
+        step.set_condition('gaussian_noise', 1, seed='1')
+
+
+# ----------------------------------------------------------------------------- stock configs
+
+def _stock_dataset(tmp_path, base: str, scope: str, data_root: str, edit=None):
+    """The test dataset of a toolbox's own dataset config (its own step order), pointed
+    at the generated data; ``edit(cfg)`` may change the config before it is built."""
+    path = tmp_path / f'{scope}_{osp.basename(base)}'
+    path.write_text(f"_base_ = ['{base}']\ndefault_scope = '{scope}'\n")
+    cfg = Config.fromfile(str(path))
+    cfg.test_dataloader.dataset.data_root = data_root
+    if edit is not None:
+        edit(cfg)
+    return cfg
+
+
+def _build(cfg, scope):
+    with DefaultScope.overwrite_default_scope(scope):
+        return DATASETS.build(cfg.test_dataloader.dataset)
+
+
+def _set_resize(cfg, scale):
+    for _, pipeline in get_test_pipelines(cfg):
+        for step in pipeline:
+            if step['type'].endswith('Resize'):
+                step['scale'] = scale
+
+
+def test_stock_mmseg_pipeline_never_gives_a_silent_wrong_number(demo_data, tmp_path):
+    root = osp.join(demo_data, 'potsdam')  # 256x256 tiles; mmseg's pipeline resizes to 512
+    base = 'mmseg::_base_/datasets/potsdam.py'
+
+    # the natural place, right after LoadImageFromFile: rotate would move the image only
+    naive = _stock_dataset(tmp_path, base, 'mmseg', root)
+    naive.test_dataloader.dataset.pipeline.insert(
+        1, dict(type='ApplyCorruption', corruption='rotate', severity=5))
+    with pytest.raises(RuntimeError, match='before the annotations are loaded'):
+        _build(naive, 'mmseg')[0]
+
+    # placed by the package: after LoadAnnotations, and refused at run time because
+    # mmseg's Resize changed the image before it
+    cfg = _stock_dataset(tmp_path, base, 'mmseg', root)
+    insert_corruption(cfg, 'rotate', 5)
+    assert _types(cfg.test_dataloader.dataset.pipeline) == [
+        'LoadImageFromFile', 'Resize', 'LoadAnnotations', 'ApplyCorruption', 'PackSegInputs']
+    with pytest.raises(RuntimeError, match='256x256|resized'):
+        _build(cfg, 'mmseg')[0]
+
+    # a pixel corruption goes before Resize and works whatever the resize
+    cfg = _stock_dataset(tmp_path, base, 'mmseg', root)
+    insert_corruption(cfg, 'haze', 3)
+    sample = _build(cfg, 'mmseg')[0]
+    assert sample['data_samples'].metainfo['corruption'] == 'haze'
+    assert tuple(sample['inputs'].shape[1:]) == (512, 512)
+
+    # with a resize that keeps the tiles (REOBench's test data has the test size), the
+    # geometric corruption moves the labels exactly with the image: severity 5 of rotate
+    # is 90 degrees about OpenCV's pixel (W/2, H/2) (as the authors' generator turns), i.e.
+    # numpy's rot90 shifted down by one row (the first row is the reflected border)
+    def keep_size(cfg):
+        _set_resize(cfg, (256, 256))
+    samples = {}
+    for name, severity in (('clean', 0), ('rotate', 5)):
+        cfg = _stock_dataset(tmp_path, base, 'mmseg', root, keep_size)
+        insert_corruption(cfg, name, severity)
+        samples[name] = _build(cfg, 'mmseg')[0]
+    clean, moved = samples['clean'], samples['rotate']
+    assert moved['data_samples'].metainfo['severity'] == 5
+    np.testing.assert_array_equal(
+        moved['data_samples'].gt_sem_seg.data[0].numpy()[1:],
+        np.rot90(clean['data_samples'].gt_sem_seg.data[0].numpy())[:-1])
+    np.testing.assert_array_equal(moved['inputs'].numpy()[:, 1:],
+                                  np.rot90(clean['inputs'].numpy(), axes=(1, 2))[:, :-1])
+
+
+def test_stock_mmrotate_pipeline_moves_the_boxes(demo_data, tmp_path):
+    root = osp.join(demo_data, 'dior')
+    base = 'mmrotate::_base_/datasets/dior.py'
+
+    def to_demo(cfg):
+        _set_resize(cfg, (256, 256))
+        dataset = cfg.test_dataloader.dataset
+        dataset.metainfo = dict(classes=('airplane', 'ship', 'storagetank', 'vehicle'))
+        dataset.ann_file = 'ImageSets/Main/test.txt'
+        dataset.data_prefix = dict(img_path='JPEGImages-test')
+
+    naive = _stock_dataset(tmp_path, base, 'mmrotate', root, to_demo)
+    naive.test_dataloader.dataset.pipeline.insert(
+        1, dict(type='ApplyCorruption', corruption='rotate', severity=5))
+    with pytest.raises(RuntimeError, match='instances but no gt_bboxes'):
+        _build(naive, 'mmrotate')[0]
+
+    samples = {}
+    for name, severity in (('clean', 0), ('rotate', 5)):
+        cfg = _stock_dataset(tmp_path, base, 'mmrotate', root, to_demo)
+        insert_corruption(cfg, name, severity)
+        if name == 'rotate':
+            assert _types(cfg.test_dataloader.dataset.pipeline) == [
+                'mmdet.LoadImageFromFile', 'mmdet.Resize', 'mmdet.LoadAnnotations',
+                'ConvertBoxType', 'ApplyCorruption', 'mmdet.PackDetInputs']
+        samples[name] = _build(cfg, 'mmrotate')[0]
+    clean, moved = (samples[k]['data_samples'] for k in ('clean', 'rotate'))
+    assert len(clean.gt_instances) > 0
+    # independent reference: rotate each box's corners by +90 degrees (counter-clockwise
+    # on screen) about OpenCV's pixel (W/2, H/2), the point (W/2 + 0.5, H/2 + 0.5) of the
+    # pixel-edge coordinates boxes use
+    centre = clean.metainfo['ori_shape'][0] / 2 + 0.5
+    corners = clean.gt_instances.bboxes.convert_to('qbox').tensor.double().view(-1, 4, 2)
+    x, y = corners[..., 0] - centre, corners[..., 1] - centre
+    expected = torch.stack([y + centre, -x + centre], -1)
+    got = moved.gt_instances.bboxes.convert_to('qbox').tensor.double().view(-1, 4, 2)
+
+    # every corner of each moved box is one of the expected corners, and vice versa
+    distances = torch.cdist(got, expected)
+    assert distances.min(-1).values.max() < 0.02 and distances.min(-2).values.max() < 0.02
+    assert moved.gt_instances.labels.tolist() == clean.gt_instances.labels.tolist()
+
+
+# ----------------------------------------------------------------------------- test loop
+
+def test_corruption_loop_places_and_reports_the_condition(demo_data, tmp_path):
+    """Runner.from_cfg(cfg).test() of a config whose test_cfg is CorruptionTestLoop."""
+    from mmengine.runner import Runner
+    cfg = Config.fromfile(SEG_DEMO_CONFIG)
+    cfg.merge_from_dict({'test_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
+                         'test_dataloader.num_workers': 0,
+                         'test_dataloader.persistent_workers': False,
+                         'work_dir': str(tmp_path), 'log_level': 'WARNING',
+                         'test_cfg.corruption': 'rotate', 'test_cfg.severity': 5})
+    runner = Runner.from_cfg(cfg)
+    loop = runner.test_loop
+    pipeline = loop.dataloader.dataset.pipeline.transforms
+    assert _types(pipeline) == ['LoadImageFromFile', 'LoadAnnotations', 'ApplyCorruption',
+                                'PackSegInputs']
+    assert loop.condition['corruption'] == 'rotate' and 'rotate severity 5' in \
+        loop.condition_text
+    batch = next(iter(loop.dataloader))
+    assert {s.metainfo['corruption'] for s in batch['data_samples']} == {'rotate'}
+    metrics = runner.test()
+    assert 'mIoU' in metrics
+    # the loop edited its own copy of the dataloader config
+    assert 'ApplyCorruption' not in _types(cfg.test_dataloader.dataset.pipeline)
+
+    stale = Config.fromfile(SEG_DEMO_CONFIG)
+    stale.merge_from_dict({'work_dir': str(tmp_path / 'stale'), 'log_level': 'WARNING',
+                           'corruption_cfg': dict(corruption='cloud', severity=3)})
+    with pytest.raises(ValueError, match='corruption_cfg, which nothing reads'):
+        Runner.from_cfg(stale).test_loop
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def _train(config, data_root, work_dir, iters):
+    run_tools_together([TRAIN_TOOL, config, '--work-dir', work_dir, '--cfg-options',
+                        f'train_cfg.max_iters={iters}', 'train_dataloader.batch_size=2',
+                        'val_cfg=None', 'val_dataloader=None', 'val_evaluator=None',
+                        'log_level=WARNING', f'train_dataloader.dataset.data_root={data_root}',
+                        'train_dataloader.num_workers=0',
+                        'train_dataloader.persistent_workers=False'])
+    return osp.join(work_dir, f'iter_{iters}.pth')
+
+
+def _stock_order_seg_config(tmp_path, data_root: str, test_cfg: str) -> str:
+    """The demo UperNet on mmseg's own Potsdam dataset config, in its own step order
+    (Resize before LoadAnnotations), with ``test_cfg`` as given."""
+    path = tmp_path / f'stock_order_{abs(hash(test_cfg))}.py'
+    path.write_text(f"""_base_ = [
+    'mmseg::_base_/default_runtime.py',
+    '{PROJECT_ROOT}/configs/_base_/models/upernet_r18-tiny.py',
+    'mmseg::_base_/datasets/potsdam.py',
+]
+custom_imports = dict(imports=['reobench_mm'], allow_failed_imports=False)
+data_root = '{data_root}'
+test_dataloader = dict(num_workers=0, persistent_workers=False,
+                       dataset=dict(data_root=data_root, pipeline=[
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(256, 256), keep_ratio=True),  # the tiles have the test size
+    dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='PackSegInputs'),
+]))
+test_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
+train_dataloader = val_dataloader = val_evaluator = None  # testing only
+test_cfg = {test_cfg}
+log_level = 'INFO'
+""")
+    return str(path)
+
+
+def _stock_miou(output: str) -> float:
+    """The mIoU MMEngine's logger prints at the end of a test (4 decimals)."""
+    found = re.findall(r'Iter\(test\).*?mIoU: ([0-9.]+)', output)
+    assert found, output[-3000:]
+    return float(found[-1])
+
+
+@pytest.mark.slow
+def test_stock_mmseg_test_tool_applies_the_condition(demo_data, tmp_path):
+    """mmseg's own tools/test.py, run from its installed package in a subprocess, on
+    configs in mmseg's own step order: the same corrupted numbers as tools/test.py."""
+    stock = _toolbox_file('mmseg', 'tools', 'test.py')
+    data_root = osp.join(demo_data, 'potsdam')
+    checkpoint = _train(SEG_DEMO_CONFIG, data_root, str(tmp_path / 'train'), 30)
+    plain = _stock_order_seg_config(tmp_path, data_root, "dict(type='TestLoop')")
+    looped = _stock_order_seg_config(
+        tmp_path, data_root, "dict(type='CorruptionTestLoop', corruption='rotate', "
+        "severity=5)")
+    outputs = run_tools_together(
+        [TEST_TOOL, plain, checkpoint, '--work-dir', str(tmp_path / 'ours_rotate'),
+         '--corruption', 'rotate', '--severity', '5'],
+        [TEST_TOOL, plain, checkpoint, '--work-dir', str(tmp_path / 'ours_noise'),
+         '--corruption', 'gaussian_noise', '--severity', '5'],
+        [TEST_TOOL, plain, checkpoint, '--work-dir', str(tmp_path / 'ours_clean')],
+        [stock, looped, checkpoint, '--work-dir', str(tmp_path / 'stock_rotate')],
+        [stock, looped, checkpoint, '--work-dir', str(tmp_path / 'stock_noise'),
+         '--cfg-options', 'test_cfg.corruption=gaussian_noise'])
+    ours = {}
+    for tag in ('rotate_s5', 'gaussian_noise_s5', 'clean'):
+        folder = {'rotate_s5': 'ours_rotate', 'gaussian_noise_s5': 'ours_noise',
+                  'clean': 'ours_clean'}[tag]
+        with open(tmp_path / folder / f'metrics_{tag}.json') as handle:
+            ours[tag] = json.load(handle)['metrics']['mIoU']
+    assert _stock_miou(outputs[3]) == pytest.approx(ours['rotate_s5'], abs=5e-5)
+    assert _stock_miou(outputs[4]) == pytest.approx(ours['gaussian_noise_s5'], abs=5e-5)
+    assert len({ours['rotate_s5'], ours['gaussian_noise_s5'], ours['clean']}) == 3, ours
+    # the stock tool's log says what ran and where
+    assert 'test condition: rotate severity 5' in outputs[3]
+    assert 'ApplyCorruption after LoadAnnotations' in outputs[3]
+    assert 'test condition: gaussian_noise severity 5' in outputs[4]
+    assert 'ApplyCorruption after LoadImageFromFile, before Resize' in outputs[4]
+
+    # a config that names a condition nothing would apply fails loudly in the stock tool
+    stale = tmp_path / 'stale.py'
+    stale.write_text(f"_base_ = ['{looped}']\n"
+                     "corruption_cfg = dict(corruption='cloud', severity=3)\n")
+    result = subprocess.run([sys.executable, stock, str(stale), checkpoint, '--work-dir',
+                             str(tmp_path / 'stale')], cwd=PROJECT_ROOT, capture_output=True,
+                            text=True)
+    assert result.returncode != 0
+    assert 'corruption_cfg, which nothing reads' in result.stdout + result.stderr
