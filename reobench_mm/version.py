@@ -1,5 +1,39 @@
-"""Version of reobench_mm."""
+"""Version of reobench_mm, and the versions of the packages its numbers depend on."""
+import platform
+from typing import Dict, Optional
+
 __version__ = '0.1.0'
+
+#: name -> the distribution names it may be installed under (the first found counts).
+VERSION_PACKAGES = {
+    'torch': ('torch', ),
+    'mmengine': ('mmengine', ),
+    'mmcv': ('mmcv', 'mmcv-lite'),
+    'mmseg': ('mmsegmentation', ),
+    'mmdet': ('mmdet', ),
+    'mmrotate': ('mmrotate', 'mmrotate-dev'),
+    'numpy': ('numpy', ),
+    'scipy': ('scipy', ),
+    'opencv': ('opencv-python', 'opencv-python-headless', 'opencv-contrib-python',
+               'opencv-contrib-python-headless'),
+}
+
+
+def package_versions() -> Dict[str, Optional[str]]:
+    """Versions of Python, reobench_mm and :data:`VERSION_PACKAGES` (None for those not
+    installed), read from package metadata without importing the packages."""
+    from importlib import metadata
+    versions: Dict[str, Optional[str]] = {'python': platform.python_version(),
+                                          'reobench_mm': __version__}
+    for key, dists in VERSION_PACKAGES.items():
+        versions[key] = None
+        for dist in dists:
+            try:
+                versions[key] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return {k: versions[k] for k in sorted(versions)}
 
 
 def parse_version_info(version_str: str) -> tuple:

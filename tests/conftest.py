@@ -65,6 +65,21 @@ def run_tools_together(*commands):
     return outputs
 
 
+def train_checkpoint(config: str, data_root: str, work_dir: str, iters: int) -> str:
+    """Train a demo config for ``iters`` iterations with ``tools/train.py`` in a subprocess
+    (no validation, no workers); returns the checkpoint path."""
+    run_tools_together([osp.join(PROJECT_ROOT, 'tools', 'train.py'), config, '--work-dir',
+                        work_dir, '--cfg-options', f'train_cfg.max_iters={iters}',
+                        'train_dataloader.batch_size=2', 'val_cfg=None', 'val_dataloader=None',
+                        'val_evaluator=None', 'log_level=WARNING',
+                        f'train_dataloader.dataset.data_root={data_root}',
+                        'train_dataloader.num_workers=0',
+                        'train_dataloader.persistent_workers=False'])
+    checkpoint = osp.join(work_dir, f'iter_{iters}.pth')
+    assert osp.isfile(checkpoint), checkpoint
+    return checkpoint
+
+
 def free_port() -> int:
     """A free TCP port on localhost (for a process group's rendezvous)."""
     with socket.socket() as sock:

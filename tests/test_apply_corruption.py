@@ -245,3 +245,81 @@ def test_set_condition_switches_a_built_transform():
     with pytest.raises(ValueError, match='severity'):
         transform.set_condition('haze', 7)
     assert transform.severity == 2, 'a rejected switch leaves the transform as it was'
+
+
+# ----------------------------------------------------------------------------- bad inputs
+
+def _input_kinds():
+    """Images a pipeline may hand the transform: ``(name, image, options)``."""
+    base = _image(24, 20)
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    wide = np.ascontiguousarray(np.concatenate([base] * 5, axis=2)[..., :13])
+    return [
+        ('uint8', base, {}),
+        ('uint8 read-only', read_only, {}),
+        ('uint8 non-contiguous', np.concatenate([base, base], axis=1)[:, ::2], {}),
+        ('uint8 2-D', base[..., 0].copy(), {}),
+        ('uint8 13 bands', wide, {}),
+        ('uint8 1x1', base[:1, :1].copy(), {}),
+        ('uint16', base.astype(np.uint16) * 40, dict(max_value=10200)),
+        ('float32 0..1', base.astype(np.float32) / 255, {}),
+        ('float32 0..255', base.astype(np.float32), dict(max_value=255)),
+        ('float64 2-D', base[..., 1].astype(np.float64) / 255, {}),
+    ]
+
+
+@pytest.mark.parametrize('protocol', ['reobench', 'geofm_calibration'])
+def test_every_corruption_on_every_kind_of_input(protocol):
+    """A documented result for every dtype, band count and memory layout: the same
+    shape and dtype back, the input never modified, equal to the contiguous input's."""
+    from reobench_mm.corruptions import list_corruptions
+    for name in list_corruptions(protocol):
+        for kind, image, options in _input_kinds():
+            before = image.copy()
+            out = ApplyCorruption(name, 3, protocol=protocol, **options)(_results(image))
+            assert out['img'].shape == image.shape and out['img'].dtype == image.dtype, \
+                (name, kind)
+            np.testing.assert_array_equal(image, before, err_msg=f'{name} {kind} modified')
+            again = ApplyCorruption(name, 3, protocol=protocol, **options)(
+                _results(np.ascontiguousarray(image).copy()))
+            np.testing.assert_array_equal(out['img'], again['img'], err_msg=f'{name} {kind}')
+
+
+@pytest.mark.parametrize('image,options,message', [
+    (_image().astype(np.float32), {}, r'max_value'),  # 0..255 floats need max_value=255
+    (_image().astype(np.float32) / 255 - 0.5, {}, r'negative|normali'),  # after Normalize
+    (_image().astype(np.uint16) * 300, dict(max_value=1000), r'max_value'),
+    (_image().astype(np.uint16), dict(max_value=70000), r'65535'),
+    (_image().astype(np.int32), {}, r'dtype'),
+    (np.zeros((4, 4, 3, 2), np.uint8), {}, r'shape'),
+])
+def test_inputs_outside_the_contract_are_clear_errors(image, options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        ApplyCorruption('haze', 2, **options)(_results(image))
+
+
+@pytest.mark.parametrize('policy', ['reference', 'drop_outside'])
+@pytest.mark.parametrize('corruption', ['rotate', 'scale', 'translate'])
+def test_empty_and_out_of_frame_boxes(policy, corruption):
+    """No box, and boxes partly or wholly outside the image: moved like any other point
+    set (the reference policy keeps them), dropped when their centre is outside
+    (drop_outside); labels and flags stay aligned."""
+    image = _image(100, 100)
+    empty = ApplyCorruption(corruption, 4, box_policy=policy)(_results(
+        image, gt_bboxes=HorizontalBoxes(torch.zeros((0, 4))),
+        gt_bboxes_labels=np.zeros(0, np.int64), gt_ignore_flags=np.zeros(0, bool)))
+    assert len(empty['gt_bboxes']) == 0 and len(empty['gt_bboxes_labels']) == 0
+    boxes = RotatedBoxes(torch.tensor([[-30., -30., 10., 6., 0.], [98., 50., 20., 8., 0.5],
+                                       [50., 50., 10., 10., 0.]]))
+    out = ApplyCorruption(corruption, 4, box_policy=policy)(_results(
+        image, gt_bboxes=boxes, gt_bboxes_labels=np.array([0, 1, 2]),
+        gt_ignore_flags=np.array([True, False, False])))
+    _, geometry = corrupt_geometric(image, corruption, 4, key='tile_7.png')
+    centres = geometry.apply_to_points(boxes.tensor[:, :2].numpy())
+    inside = [bool(0 <= x < 100 and 0 <= y < 100) for x, y in centres]
+    kept = [i for i in range(3) if policy == 'reference' or inside[i]]
+    assert out['gt_bboxes_labels'].tolist() == kept
+    assert out['gt_ignore_flags'].tolist() == [i == 0 for i in kept]
+    np.testing.assert_allclose(out['gt_bboxes'].centers.numpy(), centres[kept], atol=1e-3)
+    assert torch.isfinite(out['gt_bboxes'].tensor).all()

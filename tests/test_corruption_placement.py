@@ -17,15 +17,14 @@ from mmengine.config import Config
 from mmengine.registry import DATASETS, DefaultScope
 
 import reobench_mm  # noqa: F401  (registration)
-from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together
-from reobench_mm.apis import get_test_pipelines, insert_corruption
+from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together, train_checkpoint
+from reobench_mm.apis import get_test_pipelines, insert_corruption, prepare_test_config
 from reobench_mm.transforms import ApplyCorruption
 from reobench_mm.transforms.placement import (Placement, corruption_position,
                                               is_valid_position, place_corruption)
 
 SITE = osp.dirname(osp.dirname(reobench_mm.__file__))
 TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
-TRAIN_TOOL = osp.join(PROJECT_ROOT, 'tools', 'train.py')
 
 
 def _toolbox_file(package: str, *parts: str) -> str:
@@ -312,16 +311,6 @@ def test_corruption_loop_places_and_reports_the_condition(demo_data, tmp_path):
 
 # ----------------------------------------------------------------------------- entry points
 
-def _train(config, data_root, work_dir, iters):
-    run_tools_together([TRAIN_TOOL, config, '--work-dir', work_dir, '--cfg-options',
-                        f'train_cfg.max_iters={iters}', 'train_dataloader.batch_size=2',
-                        'val_cfg=None', 'val_dataloader=None', 'val_evaluator=None',
-                        'log_level=WARNING', f'train_dataloader.dataset.data_root={data_root}',
-                        'train_dataloader.num_workers=0',
-                        'train_dataloader.persistent_workers=False'])
-    return osp.join(work_dir, f'iter_{iters}.pth')
-
-
 def _stock_order_seg_config(tmp_path, data_root: str, test_cfg: str) -> str:
     """The demo UperNet on mmseg's own Potsdam dataset config, in its own step order
     (Resize before LoadAnnotations), with ``test_cfg`` as given."""
@@ -361,7 +350,7 @@ def test_stock_mmseg_test_tool_applies_the_condition(demo_data, tmp_path):
     configs in mmseg's own step order: the same corrupted numbers as tools/test.py."""
     stock = _toolbox_file('mmseg', 'tools', 'test.py')
     data_root = osp.join(demo_data, 'potsdam')
-    checkpoint = _train(SEG_DEMO_CONFIG, data_root, str(tmp_path / 'train'), 30)
+    checkpoint = train_checkpoint(SEG_DEMO_CONFIG, data_root, str(tmp_path / 'train'), 30)
     plain = _stock_order_seg_config(tmp_path, data_root, "dict(type='TestLoop')")
     looped = _stock_order_seg_config(
         tmp_path, data_root, "dict(type='CorruptionTestLoop', corruption='rotate', "
@@ -399,3 +388,159 @@ def test_stock_mmseg_test_tool_applies_the_condition(demo_data, tmp_path):
                             text=True)
     assert result.returncode != 0
     assert 'corruption_cfg, which nothing reads' in result.stdout + result.stderr
+
+
+# ----------------------------------------------------------------------------- edge cases
+
+def test_geometric_corruption_of_a_resized_labelled_sample_is_refused_even_on_purpose():
+    """allow_resized accepts a resized image for pixel corruptions; a geometric one would
+    move original-size labels with the resized image's geometry."""
+    from mmrotate.structures.bbox import RotatedBoxes
+    image = np.zeros((64, 64, 3), np.uint8)
+    sample = dict(img=image, img_path='/d/a.png', ori_shape=(50, 50), scale_factor=(1.28, 1.28),
+                  gt_bboxes=RotatedBoxes(torch.tensor([[25., 25., 8., 4., 0.]])))
+    with pytest.raises(RuntimeError, match='cannot be moved together'):
+        ApplyCorruption('rotate', 3, allow_resized=True)(dict(sample))
+    with pytest.warns(UserWarning, match='corrupts resized images'):
+        ApplyCorruption('haze', 3, allow_resized=True)(dict(sample))
+
+
+def test_conditions_in_two_places_and_half_conditions_are_refused(demo_data, tmp_path):
+    from mmengine.runner import Runner
+    options = {'test_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
+               'test_dataloader.num_workers': 0, 'test_dataloader.persistent_workers': False,
+               'log_level': 'WARNING'}
+
+    def config(work_dir, **extra):
+        cfg = Config.fromfile(SEG_DEMO_CONFIG)
+        cfg.merge_from_dict(dict(options, work_dir=str(tmp_path / work_dir), **extra))
+        return cfg
+
+    # a step written into the pipeline: the default loop runs it as written
+    cfg = config('written')
+    cfg.test_dataloader.dataset.pipeline.insert(
+        2, dict(type='ApplyCorruption', corruption='cloud', severity=3))
+    loop = Runner.from_cfg(cfg).test_loop
+    assert loop.condition is None and loop.condition_text.startswith('cloud severity 3')
+    batch = next(iter(loop.dataloader))
+    assert batch['data_samples'][0].metainfo['corruption'] == 'cloud'
+    # ... and a loop naming another condition is a conflict, not a silent override
+    cfg = config('conflict', **{'test_cfg.corruption': 'clean', 'test_cfg.severity': 0})
+    cfg.test_dataloader.dataset.pipeline.insert(
+        2, dict(type='ApplyCorruption', corruption='cloud', severity=3))
+    with pytest.raises(ValueError, match='two conditions in one config'):
+        Runner.from_cfg(cfg).test_loop
+    # a corruption without a severity would run clean under the corruption's name
+    for extra, message in (({'test_cfg.corruption': 'cloud'}, 'severity None'),
+                           ({'test_cfg.severity': 3}, 'name a corruption'),
+                           ({'test_cfg.seed': 3}, 'without test_cfg.corruption')):
+        with pytest.raises(ValueError, match=message):
+            Runner.from_cfg(config('half', **extra)).test_loop
+        checkpoint = tmp_path / 'model.pth'
+        checkpoint.write_bytes(b'')
+        with pytest.raises(ValueError, match=message):
+            prepare_test_config(SEG_DEMO_CONFIG, str(checkpoint), cfg_options=extra)
+
+
+def test_a_built_dataloader_gets_the_condition_and_fresh_workers(demo_data, tmp_path):
+    """A DataLoader built (and iterated, with persistent workers) before the loop: its
+    pipeline gets the step and its workers restart, so no batch comes from the old
+    pipeline; a batch made under another condition is refused."""
+    from mmengine.runner import Runner
+    cfg = Config.fromfile(SEG_DEMO_CONFIG)
+    cfg.merge_from_dict({'test_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
+                         'test_dataloader.num_workers': 1,
+                         'test_dataloader.persistent_workers': True,
+                         'work_dir': str(tmp_path), 'log_level': 'WARNING'})
+    runner = Runner.from_cfg(cfg)
+    loader = Runner.build_dataloader(cfg.test_dataloader)
+    assert 'corruption' not in next(iter(loader))['data_samples'][0].metainfo  # workers up
+    from reobench_mm.engine import CorruptionTestLoop
+    loop = CorruptionTestLoop(runner, loader, cfg.test_evaluator, corruption='gaussian_noise',
+                              severity=5)
+    assert loop.dataloader is loader
+    metas = [s.metainfo for batch in loop.dataloader for s in batch['data_samples']]
+    assert {(m['corruption'], m['severity']) for m in metas} == {('gaussian_noise', 5)}
+    stale = next(iter(loop.dataloader))
+    for sample in stale['data_samples']:
+        sample.set_metainfo(dict(corruption='clean', severity=0))
+    with pytest.raises(RuntimeError, match='workers started before the condition'):
+        loop.run_iter(0, stale)
+    # a dataloader config holding an already built dataset
+    dataset = Runner.build_dataloader(dict(cfg.test_dataloader, num_workers=0,
+                                           persistent_workers=False)).dataset
+    built = dict(cfg.test_dataloader, num_workers=0, persistent_workers=False,
+                 dataset=dataset)
+    loop = CorruptionTestLoop(runner, built, cfg.test_evaluator, corruption='haze', severity=2)
+    assert loop.condition_text.startswith('haze severity 2')
+
+
+def test_a_corruption_inside_test_time_augmentation_is_found_and_refused():
+    from mmcv.transforms import TestTimeAug
+    from reobench_mm.transforms import corruption_steps
+    pipeline = [dict(type='LoadImageFromFile'),
+                dict(type='TestTimeAug', transforms=[
+                    [dict(type='ApplyCorruption', corruption='cloud', severity=3)],
+                    [dict(type='PackSegInputs')]])]
+    with pytest.raises(ValueError, match='inside TestTimeAug is not supported'):
+        place_corruption(pipeline, False, dict)
+    from mmcv.transforms import LoadImageFromFile
+    tta = TestTimeAug([[ApplyCorruption('cloud', 3)], [dict(type='mmseg.PackSegInputs')]])
+
+    class Dataset:
+        pipeline = type('Compose', (), {'transforms': [LoadImageFromFile(), tta]})()
+    found = corruption_steps(Dataset())
+    assert len(found) == 1 and found[0].corruption == 'cloud'
+
+
+def test_the_test_tool_moves_a_misplaced_written_step_and_refuses_without_leftovers(
+        demo_data, tmp_path, monkeypatch, capsys):
+    """tools/test.py on a config in mmseg's own step order whose pipeline names a
+    geometric corruption right after image loading: the step is moved after the
+    annotations (logged); with mmseg's Resize changing the 256-pixel tiles the first
+    sample is refused, before anything is written (work dir, --out, --show-dir)."""
+    from sweep_helpers import untrained_checkpoint
+    checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+    config = tmp_path / 'written_rotate.py'
+    config.write_text(f"""_base_ = [
+    'mmseg::_base_/default_runtime.py',
+    '{PROJECT_ROOT}/configs/_base_/models/upernet_r18-tiny.py',
+    'mmseg::_base_/datasets/potsdam.py',
+]
+custom_imports = dict(imports=['reobench_mm'], allow_failed_imports=False)
+test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
+    data_root='{osp.join(demo_data, 'potsdam')}', pipeline=[
+        dict(type='LoadImageFromFile'),
+        dict(type='ApplyCorruption', corruption='rotate', severity=3),
+        dict(type='Resize', scale=(512, 512), keep_ratio=True),
+        dict(type='LoadAnnotations', reduce_zero_label=True),
+        dict(type='PackSegInputs')]))
+test_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
+train_dataloader = val_dataloader = val_evaluator = None
+default_hooks = dict(visualization=dict(type='SegVisualizationHook'))
+""")
+    setup = prepare_test_config(str(config), checkpoint)
+    placement = setup.placements[0]  # (the base's top-level test_pipeline gets one too)
+    assert setup.tag == 'rotate_s3' and placement.moved_from == 1
+    assert _types(setup.cfg.test_dataloader.dataset.pipeline)[3] == 'ApplyCorruption'
+    assert setup.cfg.test_cfg.type == 'CorruptionTestLoop'
+
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('tool_test', TEST_TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    work_dir = tmp_path / 'old_work'
+    work_dir.mkdir()
+    dumped = work_dir / config.name
+    dumped.write_text('# dumped by an earlier run\n')
+    monkeypatch.setattr('sys.argv', [
+        'test.py', str(config), checkpoint, '--work-dir', str(work_dir), '--out',
+        str(tmp_path / 'maps'), '--show-dir', str(tmp_path / 'painted')])
+    assert tool.main() == 2
+    err = capsys.readouterr().err
+    assert re.search(r'error: ApplyCorruption\(.rotate., severity=3\): the image is '
+                     r'512x512, its original size 256x256', err), err
+    assert sorted(p.name for p in work_dir.iterdir()) == [config.name]
+    assert dumped.read_text() == '# dumped by an earlier run\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ['model.pth', config.name, 'old_work'])

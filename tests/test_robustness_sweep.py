@@ -11,7 +11,7 @@ import torch
 
 import reobench_mm  # noqa: F401  (registration)
 from conftest import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, free_port,
-                      run_tools_together)
+                      run_tools_together, train_checkpoint)
 from reobench_mm.apis.sweep import (CheckpointMismatchError, RobustnessSweep, SweepError,
                                     parse_shard, run_sweep, select_corruptions,
                                     select_severities, shard_conditions, sweep_conditions)
@@ -19,7 +19,6 @@ from reobench_mm.corruptions import list_corruptions
 from sweep_helpers import sweep_options as _options
 from sweep_helpers import untrained_checkpoint as _untrained_checkpoint
 
-TRAIN_TOOL = osp.join(PROJECT_ROOT, 'tools', 'train.py')
 TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
 SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
 MERGE_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_merge.py')
@@ -33,18 +32,6 @@ def _load_tool(path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _train(config, data_root, work_dir, iters):
-    run_tools_together([TRAIN_TOOL, config, '--work-dir', work_dir, '--cfg-options',
-                   f'train_cfg.max_iters={iters}', 'train_dataloader.batch_size=2',
-                   'val_cfg=None', 'val_dataloader=None', 'val_evaluator=None',
-                   'log_level=WARNING', f'train_dataloader.dataset.data_root={data_root}',
-                   'train_dataloader.num_workers=0',
-                   'train_dataloader.persistent_workers=False'])
-    checkpoint = osp.join(work_dir, f'iter_{iters}.pth')
-    assert osp.isfile(checkpoint)
-    return checkpoint
 
 
 def _result_files(work_dir):
@@ -164,7 +151,7 @@ def test_condition_files_of_other_inputs_are_not_reused(tmp_path):
 def seg_model(demo_data, tmp_path_factory):
     root = str(tmp_path_factory.mktemp('sweep_seg_train'))
     data_root = osp.join(demo_data, 'potsdam')
-    return _train(SEG_DEMO_CONFIG, data_root, root, iters=10), data_root
+    return train_checkpoint(SEG_DEMO_CONFIG, data_root, root, iters=10), data_root
 
 
 @pytest.fixture(scope='module')

@@ -22,6 +22,7 @@ loads what fits and logs what did not.
 """
 import argparse
 import os
+import os.path as osp
 import sys
 import time
 
@@ -92,12 +93,12 @@ def main() -> int:
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
-    from reobench_mm.apis import corruption_tag, dump_json_atomic, prepare_test_config
+    from reobench_mm.apis import (SEGMENTATION, corruption_tag, dump_json_atomic,
+                                  prepare_test_config, tagged_path)
     from reobench_mm.apis.sweep_store import restored_on_failure
     from reobench_mm.engine.checkpoint import (CheckpointError, load_checkpoint_strict,
                                                read_checkpoint)
-    from reobench_mm.transforms import corruption_steps
-    from reobench_mm.transforms.placement import condition_of
+    from reobench_mm.transforms.placement import condition_of, corruption_steps
 
     corruption = corruption_from_args(args, parser)
     try:
@@ -113,8 +114,12 @@ def main() -> int:
         parser.error(error.args[0] if isinstance(error, KeyError) else str(error))
     cfg = setup.cfg
     cfg.load_from = None  # loaded strictly below, as Runner.test() would load it
+    dumped = [osp.basename(cfg.filename)] if cfg.filename else []
+    outputs = [tagged_path(path, setup.tag, is_dir=True) for path in (args.show_dir, )
+               if path] + ([tagged_path(args.out, setup.tag, is_dir=True)]
+                           if args.out and setup.task == SEGMENTATION else [])
     try:
-        with restored_on_failure(cfg.work_dir):
+        with restored_on_failure(cfg.work_dir, keep=dumped, outputs=outputs):
             runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
             if setup.dump_file is not None:
                 from mmengine.evaluator import DumpResults
@@ -122,19 +127,22 @@ def main() -> int:
                     DumpResults(out_file_path=setup.dump_file))
             # Runner.test(), with the checkpoint loaded strictly at the same point
             loop = runner.test_loop
+            applied = condition_of(corruption_steps(loop.dataloader.dataset))
+            if corruption_tag(**applied) != setup.tag:  # never report under another label
+                raise RuntimeError(f'the built test pipeline applies {applied}, but the run '
+                                   f'was prepared for {setup.corruption}')
+            if len(loop.dataloader.dataset):  # a wrong placement refuses the first sample
+                loop.dataloader.dataset[0]
             runner.call_hook('before_run')
             runner.call_hook('after_load_checkpoint', checkpoint=checkpoint)
             load_checkpoint_strict(runner.model, args.checkpoint, config=args.config,
                                    checkpoint=checkpoint, strict=not args.partial_checkpoint)
             runner.logger.info(f'Load checkpoint from {args.checkpoint}')
-    except CheckpointError as error:
-        print(f'error: {error} (nothing was written; --partial-checkpoint loads what fits)',
-              file=sys.stderr)
+    except (CheckpointError, RuntimeError) as error:  # refused: nothing was written
+        hint = ' (--partial-checkpoint loads what fits)' \
+            if isinstance(error, CheckpointError) else ''
+        print(f'error: {error}{hint}', file=sys.stderr)
         return 2
-    applied = condition_of(corruption_steps(loop.dataloader.dataset))
-    if corruption_tag(**applied) != setup.tag:  # never report under another label
-        raise RuntimeError(f'the built test pipeline applies {applied}, but the run was '
-                           f'prepared for {setup.corruption}')
     print_log(f'corruption: {setup.tag} ({setup.corruption}), task: {setup.task}',
               logger='current')
     start = time.time()

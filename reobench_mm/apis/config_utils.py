@@ -30,8 +30,9 @@ from ..corruptions.base import check_severity
 from ..corruptions.geometric import BORDER_MODES
 from ..fileio import dump_json_atomic
 from ..transforms.placement import (CLEAN_SETTINGS, CONDITION_KEYS, CORRUPTION_META_KEYS,
-                                    Placement, dataset_pipelines, is_corruption_step,
-                                    is_image_loading_name, place_condition, transform_name)
+                                    Placement, check_condition_pair, dataset_pipelines,
+                                    is_corruption_step, is_image_loading_name,
+                                    place_condition, transform_name)
 
 __all__ = [
     'CORRUPTION_DEFAULTS', 'CORRUPTION_META_KEYS', 'CORRUPTION_LOOP', 'SEGMENTATION',
@@ -141,7 +142,8 @@ def check_corruption_args(corruption: str, severity: int, seed: int = 0,
 
 def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0,
                       protocol: str = 'reobench', border: str = 'reflect',
-                      geometric: Optional[bool] = None) -> List[Placement]:
+                      geometric: Optional[bool] = None,
+                      override: bool = True) -> List[Placement]:
     """Make the config's test pipelines apply one corruption (in place).
 
     In every test pipeline (:func:`get_test_pipelines`) an ``ApplyCorruption`` step that is
@@ -157,6 +159,9 @@ def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0
         geometric: place the step for geometric corruptions (after the annotation
             loading) even when this condition is not one, e.g. for a sweep that switches
             to one later. Default: whether ``corruption`` is geometric.
+        override: replace the condition of an ``ApplyCorruption`` step that names
+            another one (default); otherwise that is a ``ValueError`` (two places of the
+            config name different conditions).
 
     Returns:
         One :class:`~reobench_mm.transforms.placement.Placement` per pipeline.
@@ -169,7 +174,7 @@ def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0
     pipelines = get_test_pipelines(cfg)
     edited = [copy.deepcopy(list(pipeline)) for _, pipeline in pipelines]
     placements = [place_condition(dict(dataset=dict(pipeline=pipeline)), settings,
-                                  cfg.get('default_scope'), geometric)[0]
+                                  cfg.get('default_scope'), geometric, override)[0]
                   for pipeline in edited]  # all checked before any is changed
     for (key, pipeline), new, placement in zip(pipelines, edited, placements):
         pipeline[:] = new
@@ -183,7 +188,13 @@ def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0
 
 def corruption_loop_settings(cfg: Config) -> Optional[dict]:
     """The condition of a ``CorruptionTestLoop`` test loop (defaults filled in), or None
-    when ``test_cfg`` is another loop."""
+    when ``test_cfg`` is another loop or a ``CorruptionTestLoop`` without a condition
+    (which runs the pipeline as it is written).
+
+    Raises:
+        ValueError: unknown keys, a corruption without a severity (or the reverse),
+            settings without a corruption, bad values.
+    """
     loop = cfg.get('test_cfg') or {}
     if _loop_type(loop) != CORRUPTION_LOOP:
         return None
@@ -191,8 +202,14 @@ def corruption_loop_settings(cfg: Config) -> Optional[dict]:
     if unknown:
         raise ValueError(f'unknown test_cfg keys {sorted(unknown)} for {CORRUPTION_LOOP}; '
                          f'valid: {["fp16", *CONDITION_KEYS]}')
+    check_condition_pair(loop.get('corruption'), loop.get('severity'), 'test_cfg')
+    if loop.get('corruption') is None:
+        given = [f'test_cfg.{k}' for k in CONDITION_KEYS if loop.get(k) is not None]
+        if given:
+            raise ValueError(f'{", ".join(given)} given without test_cfg.corruption')
+        return None
     settings = dict(CORRUPTION_DEFAULTS)
-    settings.update({k: loop[k] for k in CORRUPTION_DEFAULTS if k in loop})
+    settings.update({k: loop[k] for k in CONDITION_KEYS if loop.get(k) is not None})
     return check_corruption_args(**settings)
 
 
@@ -384,16 +401,22 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
     _set_work_dir(cfg, config, work_dir)
     cfg.load_from = checkpoint
     check_no_corruption_cfg(cfg)
+    override = corruption is not None  # the command line wins over the config
     loop = cfg.get('test_cfg') or {}
-    if corruption is None and _loop_type(loop) == 'TestLoop' and \
-            any(key in loop for key in CONDITION_KEYS):  # --cfg-options test_cfg.corruption=
-        corruption = {k: loop[k] for k in CONDITION_KEYS if k in loop}
+    if _loop_type(loop) == 'TestLoop' and any(key in loop for key in CONDITION_KEYS):
+        # --cfg-options test_cfg.corruption=... on a config with MMEngine's TestLoop
+        loop['type'] = CORRUPTION_LOOP
     if corruption is None:
         corruption = corruption_loop_settings(cfg)
+    if corruption is None:  # the condition the test pipeline's own step names, if any
+        written = corruption_settings(cfg)
+        if written['corruption'] != 'clean':
+            corruption = written
     placements: List[Placement] = []
     if corruption is not None:
         corruption = check_corruption_args(**{**CORRUPTION_DEFAULTS, **corruption})
-        placements = insert_corruption(cfg, **corruption, geometric=geometric)
+        placements = insert_corruption(cfg, **corruption, geometric=geometric,
+                                       override=override)
         use_corruption_loop(cfg, corruption)
     settings = corruption_settings(cfg)
     tag = corruption_tag(**settings)

@@ -53,8 +53,10 @@ import warnings
 from fnmatch import fnmatchcase
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..version import package_versions
+
 __all__ = [
-    'COSMETIC_OPTIONS', 'FINGERPRINT_PARTS', 'CODE_SOURCES', 'VERSIONED_PACKAGES',
+    'COSMETIC_OPTIONS', 'FINGERPRINT_PARTS', 'CODE_SOURCES',
     'is_cosmetic', 'result_options', 'canonical', 'canonical_json', 'flatten_config',
     'config_fingerprint', 'dataset_fingerprint', 'code_fingerprint', 'differing_parts'
 ]
@@ -85,20 +87,6 @@ CODE_SOURCES = ('corruptions', 'transforms', 'models', 'datasets', 'engine/loops
                 'evaluation/temperature.py', 'evaluation/streaming.py',
                 'apis/decode_cache.py')
 _NOT_CODE = ('datasets/converters', 'datasets/synthetic.py')
-
-#: fingerprint version key -> distribution names tried in order.
-VERSIONED_PACKAGES = {
-    'numpy': ('numpy', ),
-    'opencv': ('opencv-python', 'opencv-python-headless', 'opencv-contrib-python',
-               'opencv-contrib-python-headless'),
-    'scipy': ('scipy', ),
-    'torch': ('torch', ),
-    'mmcv': ('mmcv', 'mmcv-lite'),
-    'mmengine': ('mmengine', ),
-    'mmseg': ('mmsegmentation', ),
-    'mmdet': ('mmdet', ),
-    'mmrotate': ('mmrotate', 'mmrotate-dev'),
-}
 
 PACKAGE_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -241,20 +229,9 @@ def _source_files() -> List[str]:
     return sorted(p for p in found if not p.startswith(skipped))
 
 
-def package_version(names: Sequence[str]) -> Optional[str]:
-    """The installed version of the first of ``names`` (distribution names) found."""
-    from importlib import metadata
-    for name in names:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def code_fingerprint() -> Dict[str, Any]:
     """``{'code_sha256', 'versions'}``: SHA-256 over the relative path and bytes of each
-    file of :data:`CODE_SOURCES`, and the versions of :data:`VERSIONED_PACKAGES`.
+    file of :data:`CODE_SOURCES`, and the versions of :func:`reobench_mm.version.package_versions`.
 
     Computed once per process (a copy is returned): the numbers come from the code this
     process imported, not from files edited on disk since.
@@ -270,7 +247,7 @@ def _code_fingerprint() -> Dict[str, Any]:
         digest.update(b'\0')
         with open(path, 'rb') as handle:
             digest.update(hashlib.sha256(handle.read()).digest())
-    versions = {key: package_version(names) for key, names in VERSIONED_PACKAGES.items()}
+    versions = package_versions()
     return dict(code_sha256=digest.hexdigest(), versions=versions)
 
 

@@ -52,7 +52,7 @@ from ..corruptions.base import check_severity
 from ..corruptions.geometric import BORDER_MODES
 from ..engine import checkpoint as _checkpoint
 from ..fileio import file_sha256
-from ..transforms.corruption import corruption_steps
+from ..transforms.placement import corruption_steps
 from .config_utils import (ROTATED_DETECTION, corruption_tag, dump_json_atomic,
                            prepare_test_config, use_plain_test_loop)
 from .fingerprint import (COSMETIC_OPTIONS, FINGERPRINT_PARTS, code_fingerprint,

@@ -338,19 +338,27 @@ def forget_runner_instances(folder: str) -> None:
 
 
 @contextmanager
-def restored_on_failure(work_dir: str, keep: Sequence[str] = ()) -> Iterator[None]:
+def restored_on_failure(work_dir: str, keep: Sequence[str] = (),
+                        outputs: Sequence[str] = ()) -> Iterator[None]:
     """Put ``work_dir`` back as it was if the block raises: what appeared in it is removed
     (MMEngine's log files under it closed, and its logger and visualizer instances
     writing there forgotten, first), the files named in ``keep`` (e.g. a dumped config
     the run overwrote) are restored, and the folders the run created are removed when
-    empty. For runs refused before they produced anything."""
+    empty. ``outputs`` are other folders the run may create (``--out``, ``--show-dir``):
+    those that did not exist before are removed with their contents. For runs refused
+    before they produced anything."""
     created = missing_dirs(work_dir)
+    new_outputs = [missing_dirs(path) for path in outputs]
     snapshot = WorkDirSnapshot(work_dir, keep=keep)
     try:
         yield
     except BaseException:
         for name in snapshot.new_entries():
             forget_runner_instances(osp.join(work_dir, name))
+        for folders in new_outputs:
+            if folders:
+                forget_runner_instances(folders[0])
+                shutil.rmtree(folders[0], ignore_errors=True)
         snapshot.restore()
         remove_empty_dirs(created)
         raise

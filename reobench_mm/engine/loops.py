@@ -16,15 +16,16 @@ and, from the command line of any tool that takes ``--cfg-options``::
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from mmengine.logging import print_log
 from mmengine.runner import TestLoop
 from torch.utils.data import DataLoader
 
 from ..registry import LOOPS
-from ..transforms.corruption import ApplyCorruption, corruption_steps
-from ..transforms.placement import Placement, condition_of, place_condition
+from ..transforms.corruption import ApplyCorruption
+from ..transforms.placement import (CLEAN_SETTINGS, Placement, check_condition_pair,
+                                    condition_of, corruption_steps, place_condition)
 
 __all__ = ['CorruptionTestLoop']
 
@@ -33,23 +34,33 @@ __all__ = ['CorruptionTestLoop']
 class CorruptionTestLoop(TestLoop):
     """``TestLoop`` evaluating under one corruption condition.
 
-    The test pipeline's ``ApplyCorruption`` step gets the condition (its other options,
-    e.g. ``max_value`` or ``ignore_index``, are kept); a pipeline without one gets one
-    where it belongs, and a misplaced one is moved there (logged). The condition is
-    logged with the metrics and kept in :attr:`condition`.
+    With a condition, the test pipeline's ``ApplyCorruption`` step gets it (its other
+    options, e.g. ``max_value`` or ``ignore_index``, are kept); a pipeline without one
+    gets one where it belongs, and a misplaced one is moved there (logged). Without one
+    (``corruption=None``, the default) the pipeline runs as it is written: clean, or
+    the condition of its own ``ApplyCorruption`` step. The condition is logged with the
+    metrics and kept in :attr:`condition`, and every evaluated sample is checked to
+    carry it in its metainfo.
 
     Args:
         runner, dataloader, evaluator, fp16: as ``TestLoop``.
-        corruption (str): a corruption name, or ``'clean'``.
-        severity (int): 0..5 (0 = clean).
-        seed (int): seed of the corruption's random draws.
-        protocol (str): ``'reobench'`` or ``'geofm_calibration'``.
-        border (str): ``'reflect'`` or ``'constant'`` (rotate, translate).
+        corruption (str, optional): a corruption name, or ``'clean'``.
+        severity (int, optional): 1..5 with a corruption (0 only with ``'clean'``).
+        seed (int, optional): seed of the corruption's random draws (default 0).
+        protocol (str, optional): ``'reobench'`` (default) or ``'geofm_calibration'``.
+        border (str, optional): ``'reflect'`` (default) or ``'constant'`` (rotate,
+            translate).
+
+    Raises:
+        ValueError: a corruption without a severity (or the reverse), settings without a
+            corruption, a condition that differs from the one an ``ApplyCorruption`` step
+            of the pipeline names, a config that sets ``corruption_cfg``.
     """
 
     def __init__(self, runner, dataloader: Union[DataLoader, Dict], evaluator: Union[Any,
-                 Dict, List], fp16: bool = False, corruption: str = 'clean', severity: int = 0,
-                 seed: int = 0, protocol: str = 'reobench', border: str = 'reflect') -> None:
+                 Dict, List], fp16: bool = False, corruption: Optional[str] = None,
+                 severity: Optional[int] = None, seed: Optional[int] = None,
+                 protocol: Optional[str] = None, border: Optional[str] = None) -> None:
         cfg = getattr(runner, 'cfg', None) or {}
         if cfg.get('corruption_cfg') is not None:
             raise ValueError(
@@ -57,37 +68,78 @@ class CorruptionTestLoop(TestLoop):
                 "test_cfg=dict(type='CorruptionTestLoop', corruption=..., severity=...) "
                 '(or --cfg-options test_cfg.corruption=NAME test_cfg.severity=K) and remove '
                 'corruption_cfg')
-        self.condition = dict(corruption=corruption, severity=severity, seed=seed,
-                              protocol=protocol, border=border)
+        check_condition_pair(corruption, severity, 'test_cfg')
+        options = dict(seed=seed, protocol=protocol, border=border)
+        if corruption is None:
+            given = [f'test_cfg.{k}' for k, v in options.items() if v is not None]
+            if given:
+                raise ValueError(f'{", ".join(given)} given without test_cfg.corruption')
+            self.condition: Optional[Dict[str, Any]] = None
+        else:
+            self.condition = dict(CLEAN_SETTINGS, corruption=corruption, severity=severity,
+                                  **{k: v for k, v in options.items() if v is not None})
+            ApplyCorruption(**self.condition)  # checks names, severity, seed, ...
+        scope = cfg.get('default_scope')
         placements = None
-        if isinstance(dataloader, dict):  # place the step in the config, then build
-            dataloader = copy.deepcopy(dataloader)
-            placements = place_condition(dataloader, self.condition, cfg.get('default_scope'))
+        if self.condition is not None and isinstance(dataloader, dict) and \
+                isinstance(dataloader.get('dataset'), dict):
+            dataloader = copy.deepcopy(dataloader)  # place the step in the config, then build
+            placements = place_condition(dataloader, self.condition, scope, override=False)
         super().__init__(runner, dataloader, evaluator, fp16)
-        if placements is None:  # a dataloader built by the caller: edit its pipeline
-            placements = place_condition(self.dataloader, self.condition,
-                                         cfg.get('default_scope'))
-        self.placements: List[Placement] = placements
-        applied = condition_of(corruption_steps(self.dataloader.dataset))
-        if applied != condition_of([ApplyCorruption(**self.condition)]):
-            raise RuntimeError(f'the built test pipeline applies {applied}, not the loop\'s '
-                               f'condition {self.condition}')
+        if self.condition is not None and placements is None:  # built by the caller
+            placements = place_condition(self.dataloader, self.condition, scope,
+                                         override=False)
+        self.placements: List[Placement] = placements or []
+        self.applied = condition_of(corruption_steps(self.dataloader.dataset))
+        if self.condition is not None and self.applied != condition_of(
+                [ApplyCorruption(**self.condition)]):
+            raise RuntimeError(f'the built test pipeline applies {self.applied}, not the '
+                               f'loop\'s condition {self.condition}')
 
     @property
     def condition_text(self) -> str:
-        """``'gaussian_noise severity 5 (seed 0, protocol reobench)'`` or ``'clean'``."""
-        name, severity = self.condition['corruption'], self.condition['severity']
+        """``'gaussian_noise severity 5 (seed 0, protocol reobench, border reflect)'`` or
+        ``'clean'``: what the pipeline applies."""
+        name, severity = self.applied['corruption'], self.applied['severity']
         if name == 'clean' or severity == 0:
             return 'clean'
-        return (f'{name} severity {severity} (seed {self.condition["seed"]}, protocol '
-                f'{self.condition["protocol"]}, border {self.condition["border"]})')
+        return (f'{name} severity {severity} (seed {self.applied["seed"]}, protocol '
+                f'{self.applied["protocol"]}, border {self.applied["border"]})')
 
     def run(self) -> dict:
         for placement in self.placements:
             print_log(f'test condition: {self.condition_text}; {placement.describe()}',
                       logger='current')
+        if not self.placements:
+            print_log(f'test condition: {self.condition_text} (as the test pipeline is '
+                      'written)', logger='current')
         metrics = super().run()
         print_log(f'metrics under {self.condition_text}: ' + ', '.join(
             f'{key}: {value:.4f}' if isinstance(value, float) else f'{key}: {value}'
             for key, value in metrics.items()), logger='current')
         return metrics
+
+    def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
+        """Check that the batch was made under the loop's condition (dataloader workers
+        that started before the condition was set would not be), then evaluate it."""
+        expected = (self.applied['corruption'], self.applied['severity'])
+        for sample in _flat(data_batch.get('data_samples') if isinstance(data_batch, dict)
+                            else None):
+            meta = getattr(sample, 'metainfo', {})
+            if 'corruption' in meta and (meta['corruption'], meta.get('severity')) \
+                    != expected:
+                raise RuntimeError(
+                    f'sample {meta.get("img_path", idx)} was made under '
+                    f'{meta["corruption"]} severity {meta.get("severity")}, but the loop '
+                    f'evaluates {self.condition_text}: its dataloader workers started '
+                    'before the condition was set; rebuild the dataloader')
+        super().run_iter(idx, data_batch)
+
+
+def _flat(samples: Any) -> list:
+    """Data samples of a batch; those of test-time augmentation come as nested lists."""
+    if samples is None:
+        return []
+    if isinstance(samples, (list, tuple)):
+        return [s for item in samples for s in _flat(item)]
+    return [samples]

@@ -26,12 +26,12 @@ import json
 import math
 import os
 import os.path as osp
-import platform
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..fileio import atomic_write_bytes, atomic_write_text, file_sha256
+from ..version import VERSION_PACKAGES, package_versions
 from .robustness import (CLEAN, CLEAN_CONDITION, REOBENCH_TABLE_ORDER, Condition,
                          ConditionResult, RobustnessSummary, _jsonable, aggregate,
                          corruption_order, engine_to_paper_name, normalize_results,
@@ -60,17 +60,6 @@ CALIBRATION_PREFIXES = {'calib': 'as evaluated', 'calib_ts': 'temperature-scaled
 ECE_PLOT_FILE = 'ece_vs_severity.png'
 
 #: Version keys of :func:`package_versions` -> distribution names tried in order.
-VERSION_PACKAGES = {
-    'torch': ('torch', ),
-    'mmengine': ('mmengine', ),
-    'mmcv': ('mmcv', 'mmcv-lite'),
-    'mmseg': ('mmsegmentation', ),
-    'mmdet': ('mmdet', ),
-    'mmrotate': ('mmrotate', ),
-    'numpy': ('numpy', ),
-    'opencv': ('opencv-python', 'opencv-python-headless', 'opencv-contrib-python',
-               'opencv-contrib-python-headless'),
-}
 
 _CATEGORY_COLOURS = {'environmental': '#4c9be8', 'sensor': '#e8894c', 'geometric': '#5cb85c'}
 
@@ -102,26 +91,6 @@ def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
 # ----------------------------------------------------------------------------------
 # Provenance
 # ----------------------------------------------------------------------------------
-def package_versions() -> Dict[str, Optional[str]]:
-    """Versions of Python, torch, mmengine, mmcv, mmseg, mmdet, mmrotate,
-    reobench_mm, numpy and OpenCV (None for those not installed), read from package
-    metadata without importing the packages."""
-    from importlib import metadata
-
-    from ..version import __version__
-    versions: Dict[str, Optional[str]] = {'python': platform.python_version()}
-    for key, dists in VERSION_PACKAGES.items():
-        versions[key] = None
-        for dist in dists:
-            try:
-                versions[key] = metadata.version(dist)
-                break
-            except metadata.PackageNotFoundError:
-                continue
-    versions['reobench_mm'] = __version__
-    return {k: versions[k] for k in sorted(versions)}
-
-
 def make_provenance(*, model: Optional[str] = None, backbone: Optional[str] = None,
                     task: Optional[str] = None, config: Optional[str] = None,
                     config_text: Optional[str] = None, checkpoint: Optional[str] = None,

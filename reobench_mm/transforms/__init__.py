@@ -1,7 +1,7 @@
 """Pipeline transforms registered for mmseg, mmdet and mmrotate pipelines, and the
 rules of where the corruption step goes in a pipeline."""
-from .corruption import ApplyCorruption, corruption_steps, move_boxes
-from .placement import Placement, corruption_position, place_corruption
+from .corruption import ApplyCorruption, move_boxes
+from .placement import Placement, corruption_position, corruption_steps, place_corruption
 
 __all__ = ['ApplyCorruption', 'corruption_steps', 'move_boxes', 'Placement',
            'corruption_position', 'place_corruption']

@@ -41,7 +41,8 @@ class ApplyCorruption(BaseTransform):
     - an image that an earlier step resized, cropped or padded (its shape differs from
       ``ori_shape``, or ``scale_factor`` is not 1) raises a ``RuntimeError``: the
       severity tables are defined on the original image. ``allow_resized=True``
-      corrupts it anyway, with one warning.
+      corrupts it anyway, with one warning, except a geometric corruption of a sample
+      with labels (they are still at the original size and cannot move with it).
 
     A severity of 0 or ``corruption='clean'`` is a no-op, so one config serves clean
     and corrupted runs.
@@ -162,6 +163,17 @@ class ApplyCorruption(BaseTransform):
             detail = (f'the image is {image.shape[0]}x{image.shape[1]}, its original size '
                       f'{original[0]}x{original[1]}' if resized else
                       f'an earlier step rescaled it (scale_factor {tuple(factor)})')
+            labels = [key for key in ('gt_seg_map', 'gt_bboxes')
+                      if results.get(key) is not None and len(results[key])]
+            if self.spec.moves_labels and labels:
+                # the labels were loaded at the original size: moving them with the
+                # resized image's geometry would misplace them, allow_resized or not
+                raise RuntimeError(
+                    f'{self._what()}: {detail}, while {" and ".join(labels)} still have the '
+                    'original size, so image and labels cannot be moved together. Load the '
+                    'annotations before the resize and put ApplyCorruption right after '
+                    'them, or keep the test images at the test size (then Resize changes '
+                    'nothing)')
             if not self.allow_resized:
                 raise RuntimeError(
                     f'{self._what()}: {detail}. A step before it resized, cropped or padded '
@@ -247,36 +259,6 @@ class ApplyCorruption(BaseTransform):
                 f'border={self.border!r}, box_policy={self.box_policy!r}, '
                 f'reencode_jpeg_quality={self.reencode_jpeg_quality}, '
                 f'allow_resized={self.allow_resized})')
-
-
-def corruption_steps(dataset) -> list:
-    """Every ``ApplyCorruption`` instance in the pipelines of a built ``dataset`` and of
-    the datasets it wraps (``dataset``, ``datasets``), nested transform lists included."""
-    found, seen = [], set()
-
-    def walk_transforms(transforms):
-        for transform in transforms or []:
-            if isinstance(transform, ApplyCorruption):
-                if id(transform) not in seen:
-                    seen.add(id(transform))
-                    found.append(transform)
-            inner = getattr(transform, 'transforms', None)
-            if isinstance(inner, (list, tuple)):
-                walk_transforms(inner)
-            elif inner is not None and hasattr(inner, 'transforms'):
-                walk_transforms(inner.transforms)
-
-    def walk(ds):
-        pipeline = getattr(ds, 'pipeline', None)
-        if pipeline is not None:
-            walk_transforms(getattr(pipeline, 'transforms', None))
-        if getattr(ds, 'dataset', None) is not None:
-            walk(ds.dataset)
-        for inner in getattr(ds, 'datasets', None) or []:
-            walk(inner)
-
-    walk(dataset)
-    return found
 
 
 def move_boxes(boxes, geometry: GeometricTransform, angle_version: str = 'le90'):

@@ -33,7 +33,8 @@ __all__ = [
     'is_loading_name', 'is_corruption_step', 'corruption_position', 'is_valid_position',
     'place_corruption', 'dataset_pipelines', 'built_dataset_pipelines',
     'add_corruption_meta_keys', 'place_condition', 'condition_of', 'CONDITION_KEYS',
-    'CLEAN_SETTINGS'
+    'CLEAN_SETTINGS', 'check_no_nested_corruption', 'check_condition_pair',
+    'corruption_steps'
 ]
 
 CORRUPTION_TYPE = 'ApplyCorruption'
@@ -45,6 +46,19 @@ CORRUPTION_META_KEYS = ('corruption', 'severity')
 CONDITION_KEYS = ('corruption', 'severity', 'seed', 'protocol', 'border')
 CLEAN_SETTINGS = dict(corruption='clean', severity=0, seed=0, protocol='reobench',
                       border='reflect')
+
+
+def check_condition_pair(corruption: Optional[str], severity: Optional[int],
+                         where: str = 'the condition') -> None:
+    """Refuse a corruption without a severity (or with severity 0) and a severity without
+    a corruption: either would run clean under a corrupted label."""
+    named = corruption is not None and corruption != 'clean'
+    if named and (severity is None or severity == 0):
+        raise ValueError(f'{where} names corruption {corruption!r} but severity '
+                         f'{severity!r}: give a severity in 1..5 (0 would run it clean)')
+    if not named and severity not in (None, 0):
+        raise ValueError(f'{where} gives severity {severity!r} but corruption '
+                         f'{corruption!r}: name a corruption (or severity 0 for clean)')
 
 
 def transform_name(step: Any) -> str:
@@ -76,6 +90,43 @@ def is_loading_name(name: str) -> bool:
 
 def is_corruption_step(step: Any) -> bool:
     return transform_name(step) == CORRUPTION_TYPE
+
+
+def _inner_steps(step: Any) -> Iterator[Any]:
+    """The transforms nested in a wrapper step (``TestTimeAug``, ``RandomChoice``,
+    ``Compose``...): config lists under ``transforms``, built ones under ``transforms``
+    or ``subroutines``; lists of lists flattened."""
+    if isinstance(step, dict):
+        nested = [step.get('transforms')]
+    else:
+        nested = [getattr(step, 'transforms', None), getattr(step, 'subroutines', None)]
+    for inner in nested:
+        if inner is None:
+            continue
+        if hasattr(inner, 'transforms') and not isinstance(inner, (list, tuple, dict)):
+            inner = inner.transforms
+        if isinstance(inner, dict):
+            inner = [inner]
+        for item in inner if isinstance(inner, (list, tuple)) else []:
+            if isinstance(item, (list, tuple)):
+                for sub in item:
+                    yield sub
+                    yield from _inner_steps(sub)
+            else:
+                yield item
+                yield from _inner_steps(item)
+
+
+def check_no_nested_corruption(pipeline: Sequence[Any]) -> None:
+    """Refuse an ``ApplyCorruption`` nested in a wrapper step (e.g. inside
+    ``TestTimeAug``): it would escape the placement rules and the checks of what a run
+    applies."""
+    for step in pipeline:
+        if any(is_corruption_step(inner) for inner in _inner_steps(step)):
+            raise ValueError(f'{CORRUPTION_TYPE} inside {transform_name(step)} is not '
+                             f'supported: put it before {transform_name(step)}, at the top '
+                             'level of the pipeline, where it runs once on the original '
+                             'image')
 
 
 def _image_loader(names: Sequence[str]) -> int:
@@ -173,8 +224,10 @@ def place_corruption(pipeline: list, geometric: bool, make_step: Callable[[], An
         ``(step, placement)``.
 
     Raises:
-        ValueError: more than one ``ApplyCorruption`` step, or no image loading.
+        ValueError: more than one ``ApplyCorruption`` step, one nested in a wrapper step,
+            or no image loading.
     """
+    check_no_nested_corruption(pipeline)
     found = [i for i, step in enumerate(pipeline) if is_corruption_step(step)]
     if len(found) > 1:
         raise ValueError(f'the pipeline has {len(found)} {CORRUPTION_TYPE} steps '
@@ -227,6 +280,20 @@ def built_dataset_pipelines(dataset: Any, path: str = 'dataset'
         yield from built_dataset_pipelines(inner, f'{path}.datasets.{i}')
 
 
+def corruption_steps(dataset: Any) -> list:
+    """Every ``ApplyCorruption`` instance in the pipelines of a built ``dataset`` and of
+    the datasets it wraps (``dataset``, ``datasets``), those nested in wrapper steps
+    (``TestTimeAug``...) included."""
+    found, seen = [], set()
+    for _, pipeline in built_dataset_pipelines(dataset):
+        for step in pipeline:
+            for candidate in [step, *_inner_steps(step)]:
+                if isinstance(candidate, ApplyCorruption) and id(candidate) not in seen:
+                    seen.add(id(candidate))
+                    found.append(candidate)
+    return found
+
+
 def _default_meta_keys(type_name: str, scope: Optional[str]) -> Optional[tuple]:
     """The ``meta_keys`` default of a packing transform, looked up in the registries."""
     from mmengine.registry import TRANSFORMS
@@ -273,27 +340,59 @@ def add_corruption_meta_keys(pipeline: list, scope: Optional[str] = None) -> Non
             step.meta_keys = keys + tuple(k for k in CORRUPTION_META_KEYS if k not in keys)
 
 
+def _condition(step: Any) -> Tuple:
+    """A step's condition as a tuple (clean settings for a no-op)."""
+    get = step.get if isinstance(step, dict) else lambda k, d=None: getattr(step, k, d)
+    values = tuple(get(k, CLEAN_SETTINGS[k]) for k in CONDITION_KEYS)
+    if values[0] == 'clean' or values[1] == 0:
+        return tuple(CLEAN_SETTINGS[k] for k in CONDITION_KEYS)
+    return values
+
+
+def _describe(condition: Tuple) -> str:
+    return 'clean' if condition[0] == 'clean' else f'{condition[0]} severity {condition[1]}'
+
+
+def _stop_live_workers(dataloader: Any) -> None:
+    """Shut down the persistent workers of a built ``DataLoader`` that was iterated
+    already: they hold a copy of the pipeline taken when they started and would not see
+    a changed condition. The next iteration starts fresh workers from the edited
+    dataset (torch keeps the iterator of persistent workers in ``_iterator``)."""
+    iterator = getattr(dataloader, '_iterator', None)
+    if iterator is not None:
+        shutdown = getattr(iterator, '_shutdown_workers', None)
+        if shutdown is not None:
+            shutdown()
+        dataloader._iterator = None
+
+
 def place_condition(dataloader: Any, condition: Dict[str, Any],
-                    scope: Optional[str] = None, geometric: Optional[bool] = None
-                    ) -> List[Placement]:
+                    scope: Optional[str] = None, geometric: Optional[bool] = None,
+                    override: bool = True) -> List[Placement]:
     """Put ``condition`` into every test pipeline of ``dataloader`` (a config dict, edited
     in place, or a built ``DataLoader``): the ``ApplyCorruption`` step there gets the
     condition (its other options are kept), or one is inserted; a misplaced one is moved
     (see :mod:`reobench_mm.transforms.placement`); the packing steps carry
-    ``corruption``/``severity`` into the metainfo.
+    ``corruption``/``severity`` into the metainfo. The persistent workers of a built
+    ``DataLoader`` that already ran are shut down, so that new ones see the condition.
 
     Args:
         condition: ``corruption``, ``severity``, ``seed``, ``protocol``, ``border``.
         scope: default scope of the config (to find the packing steps' ``meta_keys``).
         geometric: place for geometric corruptions (default: whether ``condition`` is one).
+        override: replace the condition of a step that applies another one (what
+            explicit requests do: ``--corruption``, ``insert_corruption``). Otherwise such
+            a step is a conflict: two places of the config name different conditions.
 
     Returns:
         One :class:`Placement` per pipeline.
 
     Raises:
-        ValueError: a bad condition, no image-loading pipeline, two corruption steps.
+        ValueError: a bad condition, no image-loading pipeline, two corruption steps, a
+            nested one, or (without ``override``) a step with another condition.
     """
     probe = ApplyCorruption(**condition)  # checks the condition
+    wanted = _condition(condition)
     move_misplaced = not probe.is_noop or geometric is not None
     if geometric is None:
         geometric = not probe.is_noop and probe.spec.moves_labels
@@ -312,6 +411,16 @@ def place_condition(dataloader: Any, condition: Dict[str, Any],
     if not pipelines:
         raise ValueError('the test dataset has no pipeline with an image-loading step (e.g. '
                          'LoadImageFromFile) to put ApplyCorruption into')
+    if not override:
+        for path, pipeline in pipelines:
+            for step in pipeline:
+                if is_corruption_step(step) and _condition(step) not in (wanted, _condition(
+                        CLEAN_SETTINGS)):
+                    raise ValueError(
+                        f'two conditions in one config: the test loop says '
+                        f'{_describe(wanted)}, the ApplyCorruption step of {path} says '
+                        f'{_describe(_condition(step))}. Set it in one place (test_cfg, or '
+                        'the step with a test loop that leaves it as it is)')
     placements = []
     for _, pipeline in pipelines:
         step, placement = place_corruption(pipeline, geometric, make_step, move_misplaced)
@@ -321,6 +430,8 @@ def place_condition(dataloader: Any, condition: Dict[str, Any],
             step.set_condition(**condition)
         add_corruption_meta_keys(pipeline, scope)
         placements.append(placement)
+    if not isinstance(dataloader, dict):
+        _stop_live_workers(dataloader)
     return placements
 
 

@@ -9,7 +9,7 @@ param_scheduler = [
 ]
 train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
 val_cfg = dict(type='ValLoop')
-# MMEngine's TestLoop with a corruption condition (clean by default), which places
-# ApplyCorruption in the test pipeline: --cfg-options test_cfg.corruption=NAME
-# test_cfg.severity=K (any tool), or --corruption NAME --severity K (tools/test.py)
-test_cfg = dict(type='CorruptionTestLoop', corruption='clean', severity=0)
+# MMEngine's TestLoop, clean unless given a corruption, which it places in the test
+# pipeline: --cfg-options test_cfg.corruption=NAME test_cfg.severity=K (any tool), or
+# --corruption NAME --severity K (tools/test.py)
+test_cfg = dict(type='CorruptionTestLoop')
