@@ -25,7 +25,8 @@ from torch.utils.data import DataLoader
 from ..registry import LOOPS
 from ..transforms.corruption import ApplyCorruption
 from ..transforms.placement import (CLEAN_SETTINGS, Placement, check_condition_pair,
-                                    condition_of, corruption_steps, place_condition)
+                                    condition_of, corruption_steps, label_pipelines,
+                                    place_condition)
 
 __all__ = ['CorruptionTestLoop']
 
@@ -81,20 +82,25 @@ class CorruptionTestLoop(TestLoop):
             ApplyCorruption(**self.condition)  # checks names, severity, seed, ...
         scope = cfg.get('default_scope')
         placements = None
-        if self.condition is not None and isinstance(dataloader, dict) and \
-                isinstance(dataloader.get('dataset'), dict):
+        if isinstance(dataloader, dict) and isinstance(dataloader.get('dataset'), dict):
             dataloader = copy.deepcopy(dataloader)  # place the step in the config, then build
-            placements = place_condition(dataloader, self.condition, scope, override=False)
+            placements = self._place(dataloader, scope)
         super().__init__(runner, dataloader, evaluator, fp16)
-        if self.condition is not None and placements is None:  # built by the caller
-            placements = place_condition(self.dataloader, self.condition, scope,
-                                         override=False)
-        self.placements: List[Placement] = placements or []
+        if placements is None:  # built by the caller
+            placements = self._place(self.dataloader, scope)
+        self.placements: List[Placement] = placements
         self.applied = condition_of(corruption_steps(self.dataloader.dataset))
         if self.condition is not None and self.applied != condition_of(
                 [ApplyCorruption(**self.condition)]):
             raise RuntimeError(f'the built test pipeline applies {self.applied}, not the '
                                f'loop\'s condition {self.condition}')
+
+    def _place(self, dataloader: Any, scope: Optional[str]) -> List[Placement]:
+        """The condition into the pipelines; without one, a clean step where there is
+        none, so that every sample says what it was evaluated under."""
+        if self.condition is None:
+            return label_pipelines(dataloader, scope)
+        return place_condition(dataloader, self.condition, scope, override=False)
 
     @property
     def condition_text(self) -> str:
@@ -111,8 +117,8 @@ class CorruptionTestLoop(TestLoop):
             print_log(f'test condition: {self.condition_text}; {placement.describe()}',
                       logger='current')
         if not self.placements:
-            print_log(f'test condition: {self.condition_text} (as the test pipeline is '
-                      'written)', logger='current')
+            print_log(f'test condition: {self.condition_text} (no test pipeline with an '
+                      'image-loading step was found)', logger='current')
         metrics = super().run()
         print_log(f'metrics under {self.condition_text}: ' + ', '.join(
             f'{key}: {value:.4f}' if isinstance(value, float) else f'{key}: {value}'

@@ -34,7 +34,7 @@ __all__ = [
     'place_corruption', 'dataset_pipelines', 'built_dataset_pipelines',
     'add_corruption_meta_keys', 'place_condition', 'condition_of', 'CONDITION_KEYS',
     'CLEAN_SETTINGS', 'check_no_nested_corruption', 'check_condition_pair',
-    'corruption_steps'
+    'corruption_steps', 'label_pipelines'
 ]
 
 CORRUPTION_TYPE = 'ApplyCorruption'
@@ -431,6 +431,30 @@ def place_condition(dataloader: Any, condition: Dict[str, Any],
         add_corruption_meta_keys(pipeline, scope)
         placements.append(placement)
     if not isinstance(dataloader, dict):
+        _stop_live_workers(dataloader)
+    return placements
+
+
+def label_pipelines(dataloader: Any, scope: Optional[str] = None) -> List[Placement]:
+    """Make every test pipeline of ``dataloader`` (config dict or built ``DataLoader``)
+    say what it applies, without changing what it applies: a pipeline without an
+    ``ApplyCorruption`` step gets a clean (no-op) one, so that every sample's metainfo
+    carries ``corruption``/``severity``; written steps are left as they are. Pipelines
+    without a recognisable image-loading step are left alone."""
+    built = not isinstance(dataloader, dict)
+    if built:
+        pipelines = list(built_dataset_pipelines(dataloader.dataset))
+    else:
+        dataset = dataloader.get('dataset')
+        pipelines = list(dataset_pipelines(dataset)) if isinstance(dataset, dict) else []
+    placements = []
+    for _, pipeline in pipelines:
+        _, placement = place_corruption(
+            pipeline, False, ApplyCorruption if built else
+            (lambda: dict(type=CORRUPTION_TYPE, **CLEAN_SETTINGS)), move_misplaced=False)
+        add_corruption_meta_keys(pipeline, scope)
+        placements.append(placement)
+    if built and placements:
         _stop_live_workers(dataloader)
     return placements
 
