@@ -1,4 +1,6 @@
-"""Small file helpers shared by the tools: atomic writes and file hashes.
+"""Small file helpers shared by the tools: atomic writes, file hashes, the two forms
+of JSON data the package writes (:func:`json_round_trip`, :func:`nan_to_null`) and the
+weights-only reader of checkpoint files (:func:`load_local_checkpoint`).
 
 Results are written so that a reader never sees a partial file and an interrupted run
 leaves the previous file (or none): a temporary file in the same folder, flushed and
@@ -10,6 +12,11 @@ an existing regular file that is replaced keeps its permission bits, so that a r
 file made readable (or private) by hand stays so when a sweep rewrites it. The temporary
 file itself is private (``0o600``, from :func:`tempfile.mkstemp`) until it has its final
 mode, just before it replaces ``path``.
+
+Checkpoints are unpickled with ``weights_only=True`` and exactly the types MMEngine
+writes allowed (:data:`MMENGINE_CHECKPOINT_GLOBALS`, plus those of
+:func:`allow_checkpoint_globals`); :mod:`reobench_mm.engine.checkpoint` installs this
+reader as MMEngine's loader of local files and explains why.
 """
 from __future__ import annotations
 
@@ -18,14 +25,21 @@ import json
 import math
 import os
 import os.path as osp
+import pickle
 import stat
 import tempfile
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Iterator, List, Mapping, Optional
+
+import numpy as np
+import torch
+from mmengine.logging import HistoryBuffer
 
 __all__ = ['atomic_open', 'atomic_write_text', 'atomic_write_bytes', 'dump_json_atomic',
-           'file_sha256', 'finite_or_none', 'current_umask', 'new_file_mode']
+           'file_sha256', 'finite_or_none', 'json_round_trip', 'nan_to_null', 'current_umask',
+           'new_file_mode', 'TRUST_ENV_VAR', 'MMENGINE_CHECKPOINT_GLOBALS',
+           'allow_checkpoint_globals', 'load_local_checkpoint']
 
 #: Permission bits a plain ``open(path, 'w')`` requests before the umask is applied.
 DEFAULT_FILE_MODE = 0o666
@@ -155,3 +169,120 @@ def finite_or_none(value: Any) -> Optional[float]:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def json_round_trip(obj: Any) -> Any:
+    """``obj`` as it reads back from a JSON file: mapping keys sorted and made strings,
+    tuples as lists, objects JSON does not know as their ``str``; NaN and infinities stay
+    (non-strict JSON). For records and fingerprints that are compared with what a file
+    holds."""
+    return json.loads(json.dumps(obj, default=str, sort_keys=True))
+
+
+def nan_to_null(obj: Any) -> Any:
+    """``obj`` for strict JSON: NaN and infinities (Python floats) become None,
+    recursively; mapping keys become strings (their order kept), tuples lists; every other
+    object is left as it is."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): nan_to_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [nan_to_null(v) for v in obj]
+    return obj
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+#: Environment variable: ``1`` loads local checkpoint files unrestricted (files you trust).
+TRUST_ENV_VAR = 'REOBENCH_TRUST_CHECKPOINTS'
+
+
+def _numpy_globals() -> List[Any]:
+    """Numpy objects that pickled arrays, dtypes and scalars refer to.
+
+    Files written under numpy 1.x name ``numpy.core.multiarray``; under 2.x
+    ``numpy._core.multiarray``. Both names are allowed, bound to the live functions.
+    """
+    multiarray = getattr(np, '_core', None)
+    multiarray = multiarray.multiarray if multiarray is not None else np.core.multiarray
+    found: List[Any] = [np.ndarray, np.dtype]
+    for func in (multiarray._reconstruct, multiarray.scalar):
+        for module in ('numpy.core.multiarray', 'numpy._core.multiarray'):
+            found.append((func, f'{module}.{func.__name__}'))
+    for scalar_type in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                        np.uint32, np.uint64, np.float16, np.float32, np.float64, np.complex64,
+                        np.complex128, np.str_):
+        found.append(type(np.dtype(scalar_type)))
+    return found
+
+
+def _history_buffer_method(owner: Any, name: str) -> Any:
+    """Stands in for ``builtins.getattr`` while unpickling: only the statistics
+    methods of ``HistoryBuffer`` may be looked up (a general ``getattr`` would let a
+    crafted file reach arbitrary attributes of the allowed classes)."""
+    # the built-in statistics, plus any registered with HistoryBuffer.register_statistics
+    allowed = {'min', 'max', 'current', 'mean'} | set(HistoryBuffer._statistics_methods)
+    if owner is HistoryBuffer and name in allowed:
+        return getattr(HistoryBuffer, name)
+    raise pickle.UnpicklingError(
+        f'refusing getattr({owner!r}, {name!r}) in a checkpoint: only the statistics '
+        f'methods of HistoryBuffer ({sorted(allowed)}) are allowed')
+
+
+MMENGINE_CHECKPOINT_GLOBALS: List[Any] = [
+    HistoryBuffer, (_history_buffer_method, 'builtins.getattr')
+] + _numpy_globals()
+_extra_globals: List[Any] = []
+
+
+def allow_checkpoint_globals(objects: Iterable[Any]) -> None:
+    """Allow more classes/functions in checkpoints loaded from local files.
+
+    Args:
+        objects: Classes or functions, or ``(object, 'qualified.name')`` pairs as
+            ``torch.serialization.add_safe_globals`` takes them.
+    """
+    _extra_globals.extend(objects)
+
+
+def load_local_checkpoint(filename: str, map_location: Optional[Any] = None,
+                          extra_globals: Iterable[Any] = ()) -> Any:
+    """Load a local checkpoint with ``weights_only=True`` and MMEngine's types allowed
+    (plus ``extra_globals`` for this call, in ``add_safe_globals`` form).
+
+    Raises:
+        FileNotFoundError: ``filename`` does not exist.
+        pickle.UnpicklingError: the file holds an object outside the allow-list; the
+            message names it and says how to allow it.
+    """
+    filename = osp.expanduser(filename)
+    if not osp.isfile(filename):
+        raise FileNotFoundError(f'checkpoint {filename} can not be found')
+    if os.environ.get(TRUST_ENV_VAR, '0') == '1':
+        return torch.load(filename, map_location=map_location, weights_only=False)
+    allowed = MMENGINE_CHECKPOINT_GLOBALS + _extra_globals + list(extra_globals)
+    with torch.serialization.safe_globals(allowed):
+        try:
+            return torch.load(filename, map_location=map_location, weights_only=True)
+        except pickle.UnpicklingError as err:
+            raise pickle.UnpicklingError(
+                f'checkpoint {filename} holds objects that the weights-only unpickler '
+                f'does not allow ({_unpickler_reason(err)}). If you trust the file, '
+                'allow them with reobench_mm.engine.allow_checkpoint_globals([...]) or set '
+                f'{TRUST_ENV_VAR}=1.') from err
+
+
+def _unpickler_reason(error: pickle.UnpicklingError) -> str:
+    """The line of torch's weights-only refusal that names what was refused (its
+    boilerplate about ``weights_only`` and the documentation left out)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for index, line in enumerate(lines):
+        if 'WeightsUnpickler error:' in line:
+            rest = line.split('WeightsUnpickler error:', 1)[1].strip()
+            return rest or (lines[index + 1] if index + 1 < len(lines) else line)
+    boilerplate = ('Weights only load failed', 'Check the documentation', '(1)', '(2)')
+    for line in lines:
+        if not line.startswith(boilerplate):
+            return line
+    return ' '.join(str(error).split())

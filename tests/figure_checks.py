@@ -9,7 +9,7 @@ functions are checked exactly as they write their PNG files.
 from contextlib import contextmanager
 from typing import Iterator, List, Tuple
 
-from reobench_mm.evaluation.report import agg_pyplot
+from reobench_mm.analysis.plotting import agg_pyplot
 
 
 def _tick_labels(axis, kind: str) -> List[Tuple[str, object]]:

@@ -9,7 +9,7 @@ import torch
 from mmengine.logging import HistoryBuffer, MessageHub
 from mmengine.runner.checkpoint import _load_checkpoint
 
-from reobench_mm.engine import checkpoint as compat
+from reobench_mm import fileio as compat
 
 
 @pytest.fixture

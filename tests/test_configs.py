@@ -125,3 +125,97 @@ def test_detection_config_builds_and_trains_one_step(path):
         result = model.test_step(data)[0]
     boxes = result.pred_instances.bboxes
     assert getattr(boxes, 'tensor', boxes).shape[-1] == 5
+
+
+# ----------------------------------------------------------------- resolved settings
+
+IMAGENET = ([123.675, 116.28, 103.53], [58.395, 57.12, 57.375])
+FMOW_RGB = ([106.59, 107.355, 101.745], [73.44, 70.125, 70.38])
+CLIP = ([122.771, 116.746, 104.094], [68.501, 66.632, 70.323])
+L_SEG = 'vit24_reobench_segmentation'
+#: backbone base -> type, arch, pretrained file, channels, patch size, normalisation,
+#: segmentation out_indices, detection (out_indices, final_norm)
+BACKBONES = {
+    'rvsa-b': ('RVSA', 'b', 'vit-b-checkpoint-1599.pth', 768, 16, IMAGENET,
+               'vit12', ('vit12', False)),
+    'satmae-l': ('SatMAE', 'l', 'fmow_pretrain.pth', 1024, 16, FMOW_RGB,
+                 L_SEG, ('vit24', True)),
+    'satmaepp-l': ('SatMAEPlusPlus', 'l', 'checkpoint_ViT-L_pretrain_fmow_rgb.pth', 1024, 16,
+                   FMOW_RGB, L_SEG, ('vit24', True)),
+    'scalemae-l': ('ScaleMAE', 'l', 'scalemae-vitlarge-800.pth', 1024, 16, IMAGENET,
+                   L_SEG, ('vit24', True)),
+    'remoteclip-b32': ('CLIPVisionTransformer', 'ViT-B/32', 'RemoteCLIP-ViT-B-32.pt', 768, 32,
+                       CLIP, 'vit12', ('vit12', False)),
+    'georsclip-b32': ('CLIPVisionTransformer', 'ViT-B/32', 'RS5M_ViT-B-32.pt', 768, 32, CLIP,
+                      'vit12', ('vit12', False)),
+    'remoteclip-l14': ('CLIPVisionTransformer', 'ViT-L/14', 'RemoteCLIP-ViT-L-14.pt', 1024, 14,
+                       CLIP, L_SEG, ('vit24', True)),
+    'georsclip-h14': ('CLIPVisionTransformer', 'ViT-H/14', 'RS5M_ViT-H-14.pt', 1280, 14, CLIP,
+                      'vit32', ('vit32', True)),
+}
+BACKBONE_BASES = sorted(glob.glob(osp.join(ROOT, 'configs/_base_/backbones/*.py')))
+
+
+def _backbone_of(path):
+    """The backbone field of a task config name: ``{algorithm}_{backbone}_{neck}_...``."""
+    return osp.basename(path).split('_')[1]
+
+
+def _check_backbone(cfg, name, img_size):
+    type_, arch, pretrained, channels, patch, (mean, std) = BACKBONES[name][:6]
+    backbone = cfg.model.backbone
+    assert (backbone.type, backbone.arch, backbone.img_size) == (type_, arch, img_size)
+    assert backbone.drop_path_rate == 0.1
+    assert backbone.init_cfg == dict(type='Pretrained', checkpoint='checkpoints/' + pretrained)
+    assert cfg.checkpoint == backbone.init_cfg.checkpoint
+    assert (cfg.vit_channels, cfg.patch_size) == (channels, patch)
+    assert (cfg.model.data_preprocessor.mean, cfg.model.data_preprocessor.std) == (mean, std)
+    return channels, patch
+
+
+def test_every_backbone_base_has_one_config_per_task():
+    names = [osp.basename(p)[:-len('.py')] for p in BACKBONE_BASES]
+    assert sorted(names) == sorted(BACKBONES)
+    assert sorted(map(_backbone_of, SEG_CONFIGS)) == sorted(BACKBONES)
+    assert sorted(map(_backbone_of, DET_CONFIGS)) == sorted(BACKBONES)
+    for path in SEG_CONFIGS + DET_CONFIGS:
+        text = open(path, encoding='utf-8').read()
+        assert f"'../_base_/backbones/{_backbone_of(path)}.py'" in text, path
+
+
+@pytest.mark.parametrize('path', SEG_CONFIGS, ids=_config_names(SEG_CONFIGS))
+def test_segmentation_config_resolves_to_its_backbone_settings(path):
+    cfg = Config.fromfile(path)
+    name = _backbone_of(path)
+    channels, patch = _check_backbone(cfg, name, 512)
+    assert cfg.model.backbone.out_indices == BACKBONES[name][6]
+    assert 'final_norm' not in cfg.model.backbone
+    assert cfg.model.data_preprocessor.size == (512, 512)
+    assert (cfg.model.neck.type, cfg.model.neck.in_channels) == ('SimpleFeaturePyramid', channels)
+    assert cfg.model.neck.patch_size == patch
+    assert cfg.model.decode_head.in_channels == [channels] * 4
+    assert cfg.model.decode_head.channels == 512
+    assert cfg.model.auxiliary_head.in_channels == channels
+    optim = cfg.optim_wrapper
+    assert (optim.optimizer.type, optim.optimizer.lr) == ('AdamW', 6e-5)
+    assert optim.constructor == 'ViTLayerDecayOptimWrapperConstructor'
+    assert optim.paramwise_cfg == dict(layer_decay_rate=0.9)
+
+
+@pytest.mark.parametrize('path', DET_CONFIGS, ids=_config_names(DET_CONFIGS))
+def test_detection_config_resolves_to_its_backbone_settings(path):
+    cfg = Config.fromfile(path)
+    name = _backbone_of(path)
+    channels, patch = _check_backbone(cfg, name, 800)
+    out_indices, final_norm = BACKBONES[name][7]
+    assert cfg.model.backbone.out_indices == out_indices
+    assert cfg.model.backbone.final_norm is final_norm
+    pyramid, fpn = cfg.model.neck
+    assert (pyramid.type, pyramid.in_channels, pyramid.patch_size) == \
+        ('SimpleFeaturePyramid', channels, patch)
+    assert (fpn.type, fpn.in_channels) == ('mmdet.FPN', [channels] * 4)
+    assert (fpn.out_channels, fpn.num_outs) == (256, 5)
+    assert cfg.model.rpn_head.in_channels == cfg.model.roi_head.bbox_head.in_channels == 256
+    optim = cfg.optim_wrapper
+    assert (optim.optimizer.type, optim.optimizer.lr) == ('AdamW', 1e-5)
+    assert 'constructor' not in optim and 'paramwise_cfg' not in optim

@@ -1,4 +1,5 @@
-"""tools/convert_checkpoint.py: official file → MMEngine-ready backbone checkpoint."""
+"""tools/model_converters/convert_checkpoint.py: official file → MMEngine-ready backbone
+checkpoint."""
 import argparse
 import subprocess
 import sys
@@ -26,8 +27,8 @@ def _official_satmae_file(path):
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, 'tools/convert_checkpoint.py', *map(str, args)],
-                          capture_output=True, text=True)
+    return subprocess.run([sys.executable, 'tools/model_converters/convert_checkpoint.py',
+                           *map(str, args)], capture_output=True, text=True)
 
 
 def test_converted_file_loads_like_the_official_one(tmp_path):

@@ -18,7 +18,7 @@ from mmengine.registry import DATASETS, DefaultScope
 
 import reobench_mm  # noqa: F401  (registration)
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together, train_checkpoint
-from reobench_mm.apis import get_test_pipelines, insert_corruption, prepare_test_config
+from reobench_mm.utils.config import get_test_pipelines, insert_corruption, prepare_test_config
 from reobench_mm.transforms import ApplyCorruption
 from reobench_mm.transforms.placement import (Placement, corruption_position,
                                               is_valid_position, place_corruption)

@@ -17,12 +17,12 @@ from mmengine.runner import Runner
 from scipy.stats import kendalltau
 
 import reobench_mm  # noqa: F401  (registration)
-from reobench_mm.apis.data_budget import (DATA_BUDGET_FILES, data_budget_csv_text,
-                                          data_budget_markdown, kendall_tau_by_fraction,
-                                          run_data_budget, write_data_budget_report)
+from reobench_mm.analysis.report import load_results_json
 from reobench_mm.datasets.subset import (FractionDataset, apply_data_fraction,
                                          subset_indices)
-from reobench_mm.evaluation.report import load_results_json
+from reobench_mm.robustness.data_budget import (DATA_BUDGET_FILES, data_budget_csv_text,
+                                                data_budget_markdown, kendall_tau_by_fraction,
+                                                run_data_budget, write_data_budget_report)
 
 from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
 
@@ -327,7 +327,7 @@ def test_rerun_skips_finished_fractions(budget_run, capsys):
     mtimes = [os.stat(p).st_mtime_ns for p in checkpoints]
     # the command-line tool, with the same settings
     spec = importlib.util.spec_from_file_location(
-        'data_budget_tool', osp.join(PROJECT_ROOT, 'tools', 'data_budget.py'))
+        'data_budget_tool', osp.join(PROJECT_ROOT, 'tools', 'analysis_tools', 'data_budget.py'))
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     argv = [SEG_DEMO_CONFIG, '--fractions', *map(str, FRACTIONS), '--corruptions',

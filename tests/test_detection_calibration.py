@@ -11,8 +11,9 @@ from mmengine.runner import Runner
 from shapely.geometry import Polygon
 
 import reobench_mm  # noqa: F401
-from reobench_mm.evaluation.detection_calibration import (RotatedDetectionCalibrationMetric,
-                                                          match_rotated_detections)
+from reobench_mm.evaluation.functional.detection_calibration import match_rotated_detections
+from reobench_mm.evaluation.metrics.detection_calibration import \
+    RotatedDetectionCalibrationMetric
 from reobench_mm.registry import METRICS
 
 from conftest import DET_DEMO_CONFIG, demo_config

@@ -15,15 +15,15 @@ import reobench_mm  # noqa: F401  (registration)
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
 from figure_checks import assert_no_text_overlap, checking_saved_figures, text_overlaps
 from reobench_mm import fileio
-from reobench_mm.apis.data_budget import plot_data_budget
-from reobench_mm.apis.representation_drift import plot_representation_drift
+from reobench_mm.analysis.compare import CALIBRATION_KEY, compare_models, write_cross_model
+from reobench_mm.analysis.plotting import (agg_pyplot, atomic_savefig, plot_data_budget,
+                                           plot_reliability_diagrams,
+                                           plot_representation_drift)
+from reobench_mm.analysis.report import make_provenance, write_report
+from reobench_mm.analysis.results import REOBENCH_TABLE_ORDER, ConditionResult
 from reobench_mm.engine import ProgressBarHook
 from reobench_mm.engine.progress import Progress, format_duration
-from reobench_mm.evaluation.calibration import PixelCalibrationStats, plot_reliability_diagrams
-from reobench_mm.evaluation.compare import CALIBRATION_KEY, compare_models, write_cross_model
-from reobench_mm.evaluation.report import (agg_pyplot, atomic_savefig, make_provenance,
-                                           write_report)
-from reobench_mm.evaluation.robustness import REOBENCH_TABLE_ORDER, ConditionResult
+from reobench_mm.evaluation.functional.calibration import PixelCalibrationStats
 
 VERSIONS = {'numpy': '0'}  # fixed: no package metadata look-ups
 CORRUPTIONS = list(REOBENCH_TABLE_ORDER)
@@ -214,8 +214,9 @@ def test_corruption_grid_tool_follows_the_umask(tmp_path):
     image = tmp_path / 'tile.png'
     cv2.imwrite(str(image), np.random.default_rng(0).integers(0, 255, (96, 96, 3), np.uint8))
     out = tmp_path / 'grid.png'
-    result = subprocess.run([sys.executable, 'tools/visualize_corruptions.py', str(image),
-                             '--corruptions', 'haze', '--out', str(out)], cwd=PROJECT_ROOT,
+    result = subprocess.run([sys.executable, 'tools/analysis_tools/visualize_corruptions.py',
+                             str(image), '--corruptions', 'haze', '--out', str(out)],
+                            cwd=PROJECT_ROOT,
                             capture_output=True, text=True, timeout=300, umask=0o027)
     assert result.returncode == 0, result.stderr
     assert _mode(out) == 0o640 and cv2.imread(str(out)) is not None

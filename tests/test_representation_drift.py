@@ -1,7 +1,7 @@
 """Representation drift: the CKA/HSIC, cosine and participation-ratio statistics
-(reobench_mm.evaluation.representation), the layer selection and the end-to-end
-analysis on the demo UperNet (reobench_mm.apis.representation_drift,
-tools/representation_drift.py)."""
+(reobench_mm.evaluation.functional.representation), the layer selection and the
+end-to-end analysis on the demo UperNet (reobench_mm.robustness.drift,
+tools/analysis_tools/representation_drift.py)."""
 import itertools
 import json
 import os
@@ -16,18 +16,17 @@ from torch import nn
 
 import reobench_mm  # noqa: F401  (registration)
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
-from reobench_mm.apis.representation_drift import (layer_tokens, representation_drift,
-                                                   sample_token_positions,
-                                                   select_drift_layers)
-from reobench_mm.evaluation.representation import (DriftAccumulator, StreamingCKA,
-                                                   StreamingCosine,
-                                                   StreamingParticipationRatio,
-                                                   hsic_unbiased, linear_cka,
-                                                   token_cosine_similarity)
+from reobench_mm.evaluation.functional.representation import (DriftAccumulator, StreamingCKA,
+                                                              StreamingCosine,
+                                                              StreamingParticipationRatio,
+                                                              hsic_unbiased, linear_cka,
+                                                              token_cosine_similarity)
+from reobench_mm.robustness.drift import (layer_tokens, representation_drift,
+                                          sample_token_positions, select_drift_layers)
 from reobench_mm.fileio import file_sha256
 from reobench_mm.models.backbones.convert import dense_backbone_types
 
-TOOL = osp.join(PROJECT_ROOT, 'tools', 'representation_drift.py')
+TOOL = osp.join(PROJECT_ROOT, 'tools', 'analysis_tools', 'representation_drift.py')
 
 
 # ----------------------------------------------------------------------------- references
@@ -328,8 +327,8 @@ def tiny_segmentor(demo_data, tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def tool_run(tiny_segmentor, tmp_path_factory):
-    """tools/representation_drift.py in a subprocess, started before the in-process
-    runs so that its start-up overlaps them; yields ``(process, work_dir)``."""
+    """tools/analysis_tools/representation_drift.py in a subprocess, started before the
+    in-process runs so that its start-up overlaps them; yields ``(process, work_dir)``."""
     config, checkpoint = tiny_segmentor
     out = str(tmp_path_factory.mktemp('drift_tool'))
     env = dict(os.environ, OMP_NUM_THREADS='1')

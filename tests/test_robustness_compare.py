@@ -16,14 +16,14 @@ import pytest
 from scipy import special, stats
 
 import reobench_mm  # noqa: F401
-from reobench_mm.evaluation.compare import (AVG, CALIBRATION_KEY, CROSS_MODEL_FILES,
-                                            CROSS_MODEL_PLOTS, SHIFT, compare_models,
-                                            effective_robustness, effective_robustness_fit,
-                                            fit_line, kendall_tau, load_model_set,
-                                            load_shift_values, rank_stability,
-                                            write_cross_model)
-from reobench_mm.evaluation.report import make_provenance, write_report
-from reobench_mm.evaluation.robustness import ConditionResult
+from reobench_mm.analysis.compare import (CALIBRATION_KEY, CROSS_MODEL_FILES,
+                                          CROSS_MODEL_PLOTS, compare_models,
+                                          effective_robustness, effective_robustness_fit,
+                                          fit_line, kendall_tau, load_model_set,
+                                          load_shift_values, rank_stability,
+                                          write_cross_model)
+from reobench_mm.analysis.report import make_provenance, write_report
+from reobench_mm.analysis.results import AVG, SHIFT, ConditionResult
 
 from conftest import PROJECT_ROOT
 
@@ -329,7 +329,8 @@ def test_shift_results_paired_by_name(tmp_path):
 # --------------------------------------------------------------------------- tool
 def _load_tool():
     spec = importlib.util.spec_from_file_location(
-        'robustness_compare', osp.join(PROJECT_ROOT, 'tools', 'robustness_compare.py'))
+        'robustness_compare',
+        osp.join(PROJECT_ROOT, 'tools', 'analysis_tools', 'robustness_compare.py'))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -341,8 +342,9 @@ def test_cli_writes_files(tmp_path, known_sweep):
                for i, name in enumerate(NAMES)]
     out_dir = tmp_path / 'out'
     result = subprocess.run(
-        [sys.executable, 'tools/robustness_compare.py', *known_sweep, '--shift-results',
-         *shifted, '--out-dir', str(out_dir), '--bootstrap', '200', '--seed', '3'],
+        [sys.executable, 'tools/analysis_tools/robustness_compare.py', *known_sweep,
+         '--shift-results', *shifted, '--out-dir', str(out_dir), '--bootstrap', '200',
+         '--seed', '3'],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, OMP_NUM_THREADS='1'))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -11,16 +11,18 @@ import os.path as osp
 import pytest
 
 import reobench_mm  # noqa: F401
-from reobench_mm.evaluation.report import (RESULTS_FORMAT, atomic_write_text,
-                                           build_comparison, comparison_csv_text,
-                                           load_condition_results, load_results_json,
-                                           make_provenance, package_versions,
-                                           summary_from_results_json, write_report)
-from reobench_mm.evaluation.robustness import (CLEAN_CONDITION, REOBENCH_TABLE_ORDER,
-                                               ConditionResult, aggregate,
-                                               condition_result_from_metrics, merge_results,
-                                               paper_to_engine_name, results_from_jsonable,
-                                               results_to_jsonable, robustness_scores)
+from reobench_mm.analysis.compare import build_comparison
+from reobench_mm.analysis.report import (RESULTS_FORMAT, load_condition_results,
+                                         load_results_json, make_provenance,
+                                         summary_from_results_json, write_report)
+from reobench_mm.analysis.results import (CLEAN_CONDITION, REOBENCH_TABLE_ORDER,
+                                          ConditionResult, aggregate,
+                                          condition_result_from_metrics, merge_results,
+                                          paper_to_engine_name, results_from_jsonable,
+                                          results_to_jsonable, robustness_scores)
+from reobench_mm.analysis.tables import comparison_csv_text
+from reobench_mm.fileio import atomic_write_text
+from reobench_mm.version import package_versions
 
 from conftest import PROJECT_ROOT
 
@@ -332,7 +334,8 @@ def test_package_versions():
 # --------------------------------------------------------------------------- table tool
 def _load_tool():
     spec = importlib.util.spec_from_file_location(
-        'robustness_table', osp.join(PROJECT_ROOT, 'tools', 'robustness_table.py'))
+        'robustness_table',
+        osp.join(PROJECT_ROOT, 'tools', 'analysis_tools', 'robustness_table.py'))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

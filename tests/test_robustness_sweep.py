@@ -1,5 +1,5 @@
 """The robustness sweep: tools/robustness_test.py, tools/robustness_merge.py and the
-library behind them (reobench_mm.apis.sweep)."""
+library behind them (reobench_mm.robustness)."""
 import hashlib
 import importlib.util
 import json
@@ -12,9 +12,10 @@ import torch
 import reobench_mm  # noqa: F401  (registration)
 from conftest import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, free_port,
                       run_tools_together, train_checkpoint)
-from reobench_mm.apis.sweep import (CheckpointMismatchError, RobustnessSweep, SweepError,
-                                    parse_shard, run_sweep, select_corruptions,
-                                    select_severities, shard_conditions, sweep_conditions)
+from reobench_mm.robustness.plan import (parse_shard, select_corruptions, select_severities,
+                                         shard_conditions, sweep_conditions)
+from reobench_mm.robustness.store import SweepError
+from reobench_mm.robustness.sweep import CheckpointMismatchError, RobustnessSweep, run_sweep
 from reobench_mm.corruptions import list_corruptions
 from sweep_helpers import sweep_options as _options
 from sweep_helpers import untrained_checkpoint as _untrained_checkpoint

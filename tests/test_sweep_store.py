@@ -16,12 +16,12 @@ import cv2
 import pytest
 
 import reobench_mm  # noqa: F401  (registration)
-import reobench_mm.apis.sweep as sweep_module
-import reobench_mm.evaluation.report as report_module
+import reobench_mm.analysis.report as report_module
+import reobench_mm.robustness.store as sweep_module
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
-from reobench_mm.apis.sweep import (FingerprintMismatchError, RobustnessSweep, SweepError,
-                                    WorkDirLockedError, merge_sweeps)
-from reobench_mm.apis.sweep_store import LOCK_FILE, WorkDirLock
+from reobench_mm.robustness.store import (LOCK_FILE, SweepError, WorkDirLock,
+                                          WorkDirLockedError, merge_sweeps)
+from reobench_mm.robustness.sweep import FingerprintMismatchError, RobustnessSweep
 from reobench_mm.datasets.synthetic import make_demo_data
 from sweep_helpers import listing, sweep_options, untrained_checkpoint
 

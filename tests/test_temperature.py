@@ -9,8 +9,8 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
 import reobench_mm  # noqa: F401
-from reobench_mm.evaluation.temperature import (TemperatureFitMetric, fit_temperature,
-                                                temperature_nll)
+from reobench_mm.evaluation.functional.temperature import fit_temperature, temperature_nll
+from reobench_mm.evaluation.metrics.temperature import TemperatureFitMetric
 from reobench_mm.registry import METRICS
 
 

@@ -16,10 +16,11 @@ from mmengine.registry import DATASETS, DefaultScope
 
 import reobench_mm  # noqa: F401  (registration)
 from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together
-from reobench_mm.apis import (check_corruption_args, corruption_settings, corruption_tag,
-                              dump_json_atomic, infer_task, insert_corruption,
-                              prepare_test_config, prepare_train_config, tagged_path,
-                              get_test_pipelines)
+from reobench_mm.fileio import dump_json_atomic
+from reobench_mm.utils.config import (check_corruption_args, corruption_settings,
+                                      corruption_tag, get_test_pipelines, infer_task,
+                                      insert_corruption, prepare_test_config,
+                                      prepare_train_config, tagged_path)
 from reobench_mm.corruptions import list_corruptions
 
 TRAIN_TOOL = osp.join(PROJECT_ROOT, 'tools', 'train.py')

@@ -1,4 +1,4 @@
-"""tools/visualize_corruptions.py and the grid behind it."""
+"""tools/analysis_tools/visualize_corruptions.py and the grid behind it."""
 import os
 import os.path as osp
 import subprocess
@@ -13,7 +13,7 @@ from reobench_mm.corruptions.preview import corruption_grid
 
 
 def _tool(*args):
-    return subprocess.run([sys.executable, 'tools/visualize_corruptions.py', *args],
+    return subprocess.run([sys.executable, 'tools/analysis_tools/visualize_corruptions.py', *args],
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
 
 

@@ -24,12 +24,14 @@ from typing import NamedTuple
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from reobench_mm.apis.sweep import (FingerprintMismatchError, RobustnessSweep, SweepError,
-                                    select_corruptions, select_severities)
+from reobench_mm.analysis.report import load_results_json
+from reobench_mm.analysis.tables import paper_table_lines
 from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
                                             tree_digest)
 from reobench_mm.engine import rescale_iter_schedule
-from reobench_mm.evaluation.report import load_results_json, paper_table_lines
+from reobench_mm.robustness.plan import select_corruptions, select_severities
+from reobench_mm.robustness.store import SweepError
+from reobench_mm.robustness.sweep import FingerprintMismatchError, RobustnessSweep
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SEG_CONFIG = osp.join(ROOT, 'configs', 'demo',

@@ -22,8 +22,8 @@ def main(argv=None) -> int:
     parser.add_argument('--out', help='report folder (default: the first work dir)')
     parser.add_argument('--no-plots', action='store_true', help='no plots in the report')
     args = parser.parse_args(argv)
-    from reobench_mm.apis.sweep import merge_sweeps
-    from reobench_mm.evaluation.report import paper_table_lines
+    from reobench_mm.analysis.tables import paper_table_lines
+    from reobench_mm.robustness.store import merge_sweeps
     try:
         report = merge_sweeps(args.work_dirs, args.out or args.work_dirs[0],
                               plots=not args.no_plots)

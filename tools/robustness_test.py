@@ -85,8 +85,9 @@ def error_line(error: BaseException) -> str:
 
 def main(argv=None) -> int:
     args, parser = parse_args(argv)
-    from reobench_mm.apis.sweep import RobustnessSweep, SweepError
     from reobench_mm.engine.checkpoint import CheckpointError
+    from reobench_mm.robustness.store import SweepError
+    from reobench_mm.robustness.sweep import RobustnessSweep
     try:
         sweep = RobustnessSweep(
             args.config, args.checkpoint, corruptions=args.corruptions,
@@ -111,7 +112,8 @@ def main(argv=None) -> int:
         if outcome.manifest:
             print(f'shard manifest: {outcome.manifest}')
         if 'results.json' in outcome.report_files:
-            from reobench_mm.evaluation.report import load_results_json, paper_table_lines
+            from reobench_mm.analysis.report import load_results_json
+            from reobench_mm.analysis.tables import paper_table_lines
             numbers = load_results_json(outcome.report_files['results.json'])['numbers']
             print('\n'.join(paper_table_lines(numbers, caption=True)))
     return 0

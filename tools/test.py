@@ -93,11 +93,12 @@ def main() -> int:
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
-    from reobench_mm.apis import (SEGMENTATION, corruption_tag, dump_json_atomic,
-                                  prepare_test_config, tagged_path)
-    from reobench_mm.apis.sweep_store import restored_on_failure
     from reobench_mm.engine.checkpoint import (CheckpointError, load_checkpoint_strict,
                                                read_checkpoint)
+    from reobench_mm.fileio import dump_json_atomic
+    from reobench_mm.robustness.store import restored_on_failure
+    from reobench_mm.utils.config import (SEGMENTATION, corruption_tag, prepare_test_config,
+                                          tagged_path)
     from reobench_mm.transforms.placement import condition_of, corruption_steps
 
     corruption = corruption_from_args(args, parser)

@@ -44,7 +44,7 @@ def main() -> None:
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
-    from reobench_mm.apis import prepare_train_config
+    from reobench_mm.utils.config import prepare_train_config
     try:
         cfg = prepare_train_config(args.config, work_dir=args.work_dir, resume=args.resume,
                                    amp=args.amp, auto_scale_lr=args.auto_scale_lr,

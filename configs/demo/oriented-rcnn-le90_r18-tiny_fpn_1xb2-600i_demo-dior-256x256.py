@@ -1,3 +1,5 @@
+# Oriented R-CNN (le90) on a narrow ResNet-18 + FPN, 600 iterations on the synthetic
+# DIOR-R-format demo data (tools/make_demo_data.py): trains in CPU minutes.
 _base_ = [
     'mmrotate::_base_/default_runtime.py',
     '../_base_/models/oriented-rcnn-le90_r18-tiny_fpn.py',

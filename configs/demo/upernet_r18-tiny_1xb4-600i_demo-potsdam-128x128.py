@@ -1,3 +1,5 @@
+# UperNet + FCN on a narrow ResNet-18, 600 iterations on the synthetic Potsdam-format demo
+# data (tools/make_demo_data.py), 128x128 crops: trains in CPU minutes.
 _base_ = [
     'mmseg::_base_/default_runtime.py',
     '../_base_/models/upernet_r18-tiny.py',

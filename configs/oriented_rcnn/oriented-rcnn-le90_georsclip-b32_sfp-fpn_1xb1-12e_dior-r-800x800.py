@@ -1,7 +1,7 @@
-# Oriented R-CNN (le90) on DIOR-R 800x800 with the GeoRSCLIP ViT-B/32 visual tower (same
-# architecture as RemoteCLIP B/32). Pretrained weights: the official file
-# checkpoints/RS5M_ViT-B-32.pt.
-_base_ = ['./oriented-rcnn-le90_remoteclip-b32_sfp-fpn_1xb1-12e_dior-r-800x800.py']
-checkpoint = 'checkpoints/RS5M_ViT-B-32.pt'
+# Oriented R-CNN (le90) on DIOR-R 800x800 with the GeoRSCLIP ViT-B/32 visual tower.
+_base_ = ['../_base_/tasks/oriented-rcnn_dior-r.py', '../_base_/backbones/georsclip-b32.py']
 model = dict(
-    backbone=dict(init_cfg=dict(type='Pretrained', checkpoint=checkpoint)))
+    data_preprocessor=_base_.img_norm_cfg,
+    backbone=dict(_base_.backbone, out_indices='vit12', final_norm=False),
+    neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
+          dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])

@@ -1,7 +1,7 @@
-# Oriented R-CNN (le90) on DIOR-R 800x800 with SatMAE++ ViT-L/16 (fMoW-RGB pretraining;
-# same trunk and normalisation as SatMAE). Pretrained weights: the official file
-# checkpoints/checkpoint_ViT-L_pretrain_fmow_rgb.pth.
-_base_ = ['./oriented-rcnn-le90_satmae-l_sfp-fpn_1xb1-12e_dior-r-800x800.py']
-checkpoint = 'checkpoints/checkpoint_ViT-L_pretrain_fmow_rgb.pth'
+# Oriented R-CNN (le90) on DIOR-R 800x800 with SatMAE++ ViT-L/16 (fMoW-RGB pretraining).
+_base_ = ['../_base_/tasks/oriented-rcnn_dior-r.py', '../_base_/backbones/satmaepp-l.py']
 model = dict(
-    backbone=dict(type='SatMAEPlusPlus', init_cfg=dict(type='Pretrained', checkpoint=checkpoint)))
+    data_preprocessor=_base_.img_norm_cfg,
+    backbone=dict(_base_.backbone, out_indices='vit24', final_norm=True),
+    neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
+          dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])

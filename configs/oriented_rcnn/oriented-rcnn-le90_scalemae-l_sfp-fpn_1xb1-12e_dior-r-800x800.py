@@ -1,8 +1,7 @@
-# Oriented R-CNN (le90) on DIOR-R 800x800 with Scale-MAE ViT-L/16 (GSD ratio 1.0, as in
-# its evaluation; ImageNet normalisation). Pretrained weights: the official file
-# checkpoints/scalemae-vitlarge-800.pth.
-_base_ = ['./oriented-rcnn-le90_satmae-l_sfp-fpn_1xb1-12e_dior-r-800x800.py']
-checkpoint = 'checkpoints/scalemae-vitlarge-800.pth'
+# Oriented R-CNN (le90) on DIOR-R 800x800 with Scale-MAE ViT-L/16.
+_base_ = ['../_base_/tasks/oriented-rcnn_dior-r.py', '../_base_/backbones/scalemae-l.py']
 model = dict(
-    data_preprocessor=dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]),
-    backbone=dict(type='ScaleMAE', init_cfg=dict(type='Pretrained', checkpoint=checkpoint)))
+    data_preprocessor=_base_.img_norm_cfg,
+    backbone=dict(_base_.backbone, out_indices='vit24', final_norm=True),
+    neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
+          dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])

@@ -1,7 +1,7 @@
-# UperNet + FCN on ISPRS Potsdam 512x512 with the GeoRSCLIP ViT-B/32 visual tower (same
-# architecture as RemoteCLIP B/32). Pretrained weights: the official file
-# checkpoints/RS5M_ViT-B-32.pt.
-_base_ = ['./upernet_remoteclip-b32_sfp_1xb8-12e_potsdam-512x512.py']
-checkpoint = 'checkpoints/RS5M_ViT-B-32.pt'
+# UperNet + FCN on ISPRS Potsdam 512x512 with the GeoRSCLIP ViT-B/32 visual tower.
+_base_ = ['../_base_/tasks/upernet_potsdam.py', '../_base_/backbones/georsclip-b32.py']
 model = dict(
-    backbone=dict(init_cfg=dict(type='Pretrained', checkpoint=checkpoint)))
+    data_preprocessor=_base_.img_norm_cfg, neck=_base_.sfp_neck,
+    backbone=dict(_base_.backbone, out_indices='vit12'),
+    decode_head=dict(in_channels=[_base_.vit_channels] * 4),
+    auxiliary_head=dict(in_channels=_base_.vit_channels))

@@ -1,8 +1,8 @@
-# UperNet + FCN on ISPRS Potsdam 512x512 with Scale-MAE ViT-L/16 (GSD ratio 1.0, as in
-# its evaluation; ImageNet normalisation). Pretrained weights: the official file
-# checkpoints/scalemae-vitlarge-800.pth.
-_base_ = ['./upernet_satmae-l_sfp_1xb8-12e_potsdam-512x512.py']
-checkpoint = 'checkpoints/scalemae-vitlarge-800.pth'
+# UperNet + FCN on ISPRS Potsdam 512x512 with Scale-MAE ViT-L/16.
+# Like REOBench, the decoder reads blocks 3/5/7/11 of the 24-block trunk.
+_base_ = ['../_base_/tasks/upernet_potsdam.py', '../_base_/backbones/scalemae-l.py']
 model = dict(
-    data_preprocessor=dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]),
-    backbone=dict(type='ScaleMAE', init_cfg=dict(type='Pretrained', checkpoint=checkpoint)))
+    data_preprocessor=_base_.img_norm_cfg, neck=_base_.sfp_neck,
+    backbone=dict(_base_.backbone, out_indices='vit24_reobench_segmentation'),
+    decode_head=dict(in_channels=[_base_.vit_channels] * 4),
+    auxiliary_head=dict(in_channels=_base_.vit_channels))

@@ -30,7 +30,7 @@ from mmengine.dataset.base_dataset import force_full_init
 from mmengine.logging import print_log
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 
-from ..registry import DATASETS
+from ..registry import DATASETS, ensure_custom_imports
 
 __all__ = ['FractionDataset', 'apply_data_fraction', 'check_fraction', 'subset_size',
            'subset_indices']
@@ -203,7 +203,6 @@ def apply_data_fraction(cfg: Config, fraction: float, seed: int = 0) -> Config:
         ValueError: a bad fraction or seed, no ``train_dataloader.dataset``, or a training
             set that already holds a ``FractionDataset`` (no double wrapping).
     """
-    from ..apis.config_utils import ensure_custom_imports
     fraction, seed = check_fraction(fraction), _check_seed(seed)
     loader = cfg.get('train_dataloader')
     if not isinstance(loader, dict) or not isinstance(loader.get('dataset'), dict):

@@ -2,19 +2,17 @@
 # the standard 256-channel FPN with 5 outputs; oriented RPN (anchor scale 8, ratios
 # 0.5/1/2, midpoint-offset coding), RoIAlignRotated 7x7, shared 2-FC rotated box head;
 # test: RPN NMS 0.8, score 0.05, R-CNN rotated NMS 0.1 (REOBench detection protocol).
-# The head settings are those of the demo model, at full width; task configs set the
-# backbone, ``vit_channels``/``patch_size`` and the normalisation.
+# The head settings are those of the demo model, at full width. As written: RVSA ViT-B/16
+# (768 channels); task configs set the backbone, its channels, patch size and
+# normalisation from a backbone base (configs/_base_/backbones/).
 _base_ = ['./oriented-rcnn-le90_r18-tiny_fpn.py']
 custom_imports = dict(imports=['reobench_mm'], allow_failed_imports=False)
-vit_channels = 768
-patch_size = 16
 fpn_channels = 256
 model = dict(
     backbone=dict(_delete_=True, type='RVSA', arch='b', img_size=800, drop_path_rate=0.1),
     neck=[
-        dict(type='SimpleFeaturePyramid', in_channels=vit_channels, patch_size=patch_size),
-        dict(type='mmdet.FPN', in_channels=[vit_channels] * 4, out_channels=fpn_channels,
-             num_outs=5),
+        dict(type='SimpleFeaturePyramid', in_channels=768, patch_size=16),
+        dict(type='mmdet.FPN', in_channels=[768] * 4, out_channels=fpn_channels, num_outs=5),
     ],
     rpn_head=dict(in_channels=fpn_channels, feat_channels=fpn_channels),
     roi_head=dict(

@@ -19,7 +19,7 @@ from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 from torch import nn
 
-from ...engine.checkpoint import load_local_checkpoint
+from ...fileio import load_local_checkpoint
 
 __all__ = [
     'OUT_INDEX_PRESETS', 'resolve_out_indices', 'DenseViTBackbone', 'load_checkpoint_file',
@@ -34,7 +34,8 @@ OUT_INDEX_PRESETS: Dict[str, Tuple[int, ...]] = {
     'vit32': (7, 15, 23, 31),  # 32-block models (ViT-H)
 }
 
-#: ``meta['converted_by']`` of checkpoints written by ``tools/convert_checkpoint.py``.
+#: ``meta['converted_by']`` of checkpoints written by
+#: ``tools/model_converters/convert_checkpoint.py``.
 CONVERTED_MARKER = 'reobench_mm.convert_checkpoint'
 
 
@@ -269,7 +270,8 @@ class DenseViTBackbone(BaseModule):
 
     def load_pretrained(self, path: str) -> List[str]:
         """Load an official checkpoint (converted on the fly) or one written by
-        ``tools/convert_checkpoint.py``; returns the allowed missing keys."""
+        ``tools/model_converters/convert_checkpoint.py``; returns the allowed missing
+        keys."""
         state_dict = self.prepare_state_dict(load_checkpoint_file(path))
         allowed = check_state_dict(self, state_dict, self.allowed_missing_keys, source=path)
         self.load_state_dict(state_dict, strict=False)  # checked just above

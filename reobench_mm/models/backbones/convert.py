@@ -1,5 +1,5 @@
 """Official checkpoint → MMEngine-ready backbone checkpoint (library side of
-``tools/convert_checkpoint.py``)."""
+``tools/model_converters/convert_checkpoint.py``)."""
 from __future__ import annotations
 
 import os.path as osp
@@ -9,6 +9,7 @@ import torch
 
 from ...fileio import atomic_open, file_sha256
 from ...registry import MODELS
+from ...version import __version__
 from .base import (CONVERTED_MARKER, DenseViTBackbone, check_state_dict,
                    load_checkpoint_file)
 
@@ -70,10 +71,9 @@ def convert_checkpoint(src: str, dst: str, backbone_cfg: dict) -> dict:
                         f'{sorted(dense_backbone_types())}')
     state_dict = model.prepare_state_dict(load_checkpoint_file(src))
     allowed_missing = check_state_dict(model, state_dict, model.allowed_missing_keys, src)
-    import reobench_mm
     meta = dict(converted_by=CONVERTED_MARKER, backbone=cfg, source=osp.basename(src),
                 source_sha256=file_sha256(src), missing_allowed=allowed_missing,
-                reobench_mm_version=reobench_mm.__version__)
+                reobench_mm_version=__version__)
     state_dict = {k: v.detach().clone().contiguous() for k, v in state_dict.items()}
     with atomic_open(dst, 'wb') as handle:
         torch.save(dict(state_dict=state_dict, meta=meta), handle)

@@ -1,0 +1,513 @@
+"""Every figure of the package, drawn with matplotlib on the Agg backend and saved as PNG
+atomically (:func:`atomic_savefig`).
+
+- one model's report (:func:`~reobench_mm.analysis.report.write_report`): the metric
+  against severity, the drop by corruption, ECE against severity, reliability diagrams
+  (:func:`plot_reliability_diagrams`) and risk-coverage curves;
+- several models (:mod:`~reobench_mm.analysis.compare`): Kendall τ against severity and
+  the effective-robustness fits;
+- the data-budget report (:mod:`~reobench_mm.robustness.data_budget`) and the
+  representation drift (:mod:`~reobench_mm.robustness.drift`).
+
+Every figure uses the layout engine :data:`FIGURE_LAYOUT`, so that titles, labels and
+legends outside the axes do not overlap; long names are wrapped with
+:func:`wrap_to_width`. matplotlib is imported on first use (:func:`agg_pyplot`).
+"""
+from __future__ import annotations
+
+import io
+import math
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+from ..fileio import atomic_write_bytes
+from .results import (AVG, CALIBRATION_PREFIXES, CLEAN_CONDITION, SHIFT,
+                      RobustnessSummary)
+from .tables import column_title
+
+if TYPE_CHECKING:
+    from .compare import CrossModelComparison
+
+__all__ = [
+    'FIGURE_LAYOUT', 'agg_pyplot', 'atomic_savefig', 'wrap_to_width', 'plot_severity_curves',
+    'plot_drop_by_corruption', 'plot_ece_vs_severity', 'plot_reliability_by_condition',
+    'plot_risk_coverage', 'plot_reliability_diagrams', 'plot_kendall_tau_vs_severity',
+    'plot_effective_robustness', 'plot_data_budget', 'plot_representation_drift'
+]
+
+_CATEGORY_COLOURS = {'environmental': '#4c9be8', 'sensor': '#e8894c', 'geometric': '#5cb85c'}
+
+
+# ----------------------------------------------------------------------------------
+# Figures and files
+# ----------------------------------------------------------------------------------
+def agg_pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on first use,
+    so that importing reobench_mm does not import matplotlib)."""
+    import matplotlib
+    matplotlib.use('Agg', force=True)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+#: Layout engine of every figure the package draws: it sizes the margins so that
+#: titles, labels, tick labels and legends outside the axes do not overlap.
+FIGURE_LAYOUT = 'constrained'
+
+
+def wrap_to_width(text: str, inches: float, fontsize: float = 10.0) -> str:
+    """``text`` broken into lines that fit ``inches`` at ``fontsize`` points (an
+    average glyph is taken as 0.6 em wide; words longer than a line are broken too).
+    For titles built from names of any length."""
+    import textwrap
+    columns = max(12, int(inches * 72 / (0.6 * fontsize)))
+    return '\n'.join(textwrap.fill(line, columns, break_on_hyphens=False)
+                     for line in text.split('\n'))
+
+
+def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
+    """Save a matplotlib figure as PNG atomically (no software/time metadata), with
+    the permissions of a plain file write (see :func:`reobench_mm.fileio.atomic_open`)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format='png', dpi=dpi, bbox_inches='tight',
+                metadata={'Software': None})
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+# ----------------------------------------------------------------------------------
+# One model
+# ----------------------------------------------------------------------------------
+def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:
+    """``severity_curves.png``: the metric against severity, one line per
+    corruption, the clean metric as a dashed line."""
+    plt = agg_pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5), layout=FIGURE_LAYOUT)
+    try:
+        cmap = plt.get_cmap('tab20')
+        markers = 'osD^v<>ph*Xd'
+        for i, name in enumerate(summary.corruptions):
+            points = summary.per_severity[name]
+            ax.plot(list(points), list(points.values()), marker=markers[i % len(markers)],
+                    color=cmap(i % 20), label=name, linewidth=1.5, markersize=5)
+        ax.axhline(summary.clean, color='black', linestyle='--', linewidth=1.2,
+                   label=f'clean ({summary.clean:.2f})')
+        ax.set_xticks(list(summary.severities))
+        ax.set_xlabel('severity')
+        ax.set_ylabel(summary.metric)
+        ax.set_title(f'{summary.metric} against corruption severity')
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
+    """``drop_by_corruption.png``: bars of clean − per-corruption mean, largest drop
+    on top, coloured by category, ΔTP as a dashed line."""
+    plt = agg_pyplot()
+    drops = sorted(((summary.clean - summary.per_corruption[n], n)
+                    for n in summary.corruptions), key=lambda t: (-t[0], t[1]))
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(drops) + 1.8), layout=FIGURE_LAYOUT)
+    try:
+        names = [n for _, n in drops]
+        values = [d for d, _ in drops]
+        colours = [_CATEGORY_COLOURS.get(summary.category(n), 'grey') for n in names]
+        ax.barh(range(len(names)), values, color=colours)
+        ax.set_yticks(range(len(names)))
+        ax.set_yticklabels(names)
+        ax.invert_yaxis()
+        delta = ax.axvline(summary.delta_tp, color='black', linestyle='--', linewidth=1.0,
+                           label=f'ΔTP = {summary.delta_tp:.2f}')
+        ax.axvline(0.0, color='black', linewidth=0.6)
+        ax.set_xlabel(f'clean − corrupted {summary.metric} (mean over severities)')
+        ax.set_title('Drop by corruption')
+        from matplotlib.patches import Patch
+        present = [c for c in _CATEGORY_COLOURS
+                   if any(summary.category(n) == c for n in names)]
+        ax.legend(handles=[Patch(color=_CATEGORY_COLOURS[c], label=c) for c in present] +
+                  [delta], loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8,
+                  frameon=False)
+        ax.grid(True, axis='x', alpha=0.3)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_ece_vs_severity(summary: RobustnessSummary, path: str) -> str:
+    """``ece_vs_severity.png``: ECE against severity (0 = clean) per corruption, one
+    panel per calibration prefix present (as evaluated, temperature-scaled)."""
+    prefixes = [p for p in CALIBRATION_PREFIXES if f'{p}/ECE' in summary.extra]
+    if not prefixes:
+        raise ValueError('the summary has no calibration metrics (calib/ECE)')
+    plt = agg_pyplot()
+    fig, axes = plt.subplots(1, len(prefixes), figsize=(5.5 * len(prefixes) + 2, 4.5),
+                             squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
+    try:
+        cmap = plt.get_cmap('tab20')
+        for ax, prefix in zip(axes[0], prefixes):
+            key = f'{prefix}/ECE'
+            clean = summary.conditions[CLEAN_CONDITION].extra[key]
+            for i, name in enumerate(summary.corruptions):
+                points = sorted((s, r.extra[key]) for (n, s), r in summary.conditions.items()
+                                if n == name)
+                ax.plot([0] + [s for s, _ in points], [clean] + [v for _, v in points],
+                        marker='o', markersize=4, linewidth=1.4, color=cmap(i % 20),
+                        label=name)
+            ax.axhline(clean, color='black', linestyle='--', linewidth=1.0, label='clean')
+            ax.set_xticks([0] + list(summary.severities))
+            ax.set_xlabel('severity (0 = clean)')
+            ax.set_title(f'{key}: {CALIBRATION_PREFIXES[prefix]}')
+            ax.grid(True, alpha=0.3)
+        axes[0][0].set_ylabel('ECE')
+        axes[0][-1].legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8,
+                           frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def _clean_and_strongest(summary: RobustnessSummary,
+                         details: Mapping[Any, Mapping[str, Any]],
+                         prefix: str) -> List[Tuple[str, Mapping[str, Any]]]:
+    """``[(label, details)]`` of the clean condition and of the strongest evaluated
+    severity of each corruption, for the calibration metric of ``prefix``."""
+    rows = [('clean', details[CLEAN_CONDITION][prefix])]
+    for name in summary.corruptions:
+        strongest = max(s for (n, s) in details if n == name)
+        rows.append((f'{name} @ {strongest}', details[(name, strongest)][prefix]))
+    return rows
+
+
+def plot_reliability_by_condition(summary: RobustnessSummary,
+                                  details: Mapping[Any, Mapping[str, Any]], path: str,
+                                  prefix: str = 'calib') -> str:
+    """Reliability diagrams of the clean condition and of the strongest evaluated
+    severity of each corruption, from the calibration details of each condition
+    (``{condition: {prefix: details}}`` as the sweep records them)."""
+    return plot_reliability_diagrams(
+        dict(_clean_and_strongest(summary, details, prefix)), path,
+        title=f'Reliability: clean vs the strongest severity ({prefix}, '
+        f'{CALIBRATION_PREFIXES.get(prefix, prefix)})')
+
+
+def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping[str, Any]],
+                       path: str, prefix: str = 'calib') -> str:
+    """``risk_coverage.png``: selective risk against coverage (pixels accepted by
+    decreasing confidence) for the clean condition and the strongest evaluated severity
+    of each corruption, AURC in the legend."""
+    plt = agg_pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5), layout=FIGURE_LAYOUT)
+    try:
+        cmap = plt.get_cmap('tab20')
+        rows = _clean_and_strongest(summary, details, prefix)
+        colours = ['black'] + [cmap(i % 20) for i in range(len(rows) - 1)]
+        for (label, data), colour in zip(rows, colours):
+            curve = data['risk_coverage']
+            aurc = (data.get('metrics') or {}).get('AURC')
+            text = f'{label} (AURC {aurc:.4f})' if aurc is not None else label
+            ax.plot(curve['coverage'], curve['risk'], color=colour, linewidth=1.4,
+                    label=text, linestyle='--' if label == 'clean' else '-')
+        ax.set_xlim(0, 1)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel('coverage (most confident pixels first)')
+        ax.set_ylabel('selective risk (error rate)')
+        ax.set_title(f'Risk–coverage: clean vs the strongest severity ({prefix})',
+                     fontsize=11)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str = '') -> str:
+    """Draw one reliability diagram per entry of ``panels`` (a grid of up to four per
+    row, the ECE in each panel's title, one legend for all) and save a PNG atomically.
+
+    Args:
+        panels (Mapping[str, dict]): Panel title -> the ``last_details`` of
+            :class:`~reobench_mm.evaluation.metrics.SegCalibrationMetric` (or its
+            ``'reliability'`` entry, or
+            :meth:`~reobench_mm.evaluation.functional.PixelCalibrationStats.reliability_diagram`).
+        path (str): Output ``.png`` path.
+        title (str): Figure title.
+
+    Returns:
+        str: ``path``.
+    """
+    if not panels:
+        raise ValueError('panels is empty: give at least one reliability diagram')
+    plt = agg_pyplot()
+    columns = min(len(panels), 4)
+    rows = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns + 0.6, 3.4 * rows + 0.9),
+                             squeeze=False, sharex=True, sharey=True, layout=FIGURE_LAYOUT)
+    # room between the suptitle and the two-line panel titles (fixed-aspect panels
+    # leave the default padding a pixel short)
+    fig.get_layout_engine().set(h_pad=0.08)
+    try:
+        spare = list(axes.ravel()[len(panels):])
+        for ax in spare:
+            ax.set_visible(False)
+        handles = None
+        for index, (ax, (name, panel)) in enumerate(zip(axes.ravel(), panels.items())):
+            data = panel.get('reliability', panel)
+            missing = {'bin_edges', 'accuracy', 'mean_confidence'} - set(data)
+            if missing:
+                raise ValueError(f'panel {name!r} is not reliability-diagram data '
+                                 f'(missing {sorted(missing)})')
+            edges = np.asarray(data['bin_edges'], dtype=float)
+            accuracy = np.array([np.nan if v is None else v for v in data['accuracy']], float)
+            confidence = np.array([np.nan if v is None else v
+                                   for v in data['mean_confidence']], float)
+            filled = ~np.isnan(accuracy)
+            left, width = edges[:-1][filled], np.diff(edges)[filled]
+            ece = data.get('ECE')
+            ece_text = f'ECE = {ece:.4f}' if ece is not None else 'ECE = n/a'
+            bars = ax.bar(left, accuracy[filled], width=width, align='edge', color='#4c9be8',
+                          edgecolor='#1f4e79', linewidth=0.6, label='accuracy')
+            low = np.minimum(accuracy, confidence)[filled]
+            gaps = ax.bar(left, np.abs(confidence - accuracy)[filled], bottom=low, width=width,
+                          align='edge', color='#e8594c', alpha=0.35, hatch='//',
+                          edgecolor='#b03020', linewidth=0.0, label='gap to mean confidence')
+            diagonal, = ax.plot([0, 1], [0, 1], color='black', linestyle='--', linewidth=1.0,
+                                label='perfect calibration')
+            handles = handles or [bars, gaps, diagonal]
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+            ax.set_aspect('equal')
+            ax.set_xticks([0, 0.25, 0.5, 0.75, 1])
+            ax.set_xticklabels(['0', '', '0.5', '', '1'])
+            ax.set_yticks([0, 0.25, 0.5, 0.75, 1])
+            ax.set_yticklabels(['0', '', '0.5', '', '1'])
+            ax.tick_params(labelsize=8)
+            # shared axes: labels on the left column and on the lowest panel of each column
+            if index % columns == 0:
+                ax.set_ylabel('accuracy', fontsize=9)
+            if index + columns >= len(panels):
+                ax.set_xlabel('confidence', fontsize=9)
+                ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_title(wrap_to_width(f'{name}\n{ece_text}', 2.9, 9), fontsize=9)
+            ax.grid(True, alpha=0.3)
+        if spare:  # the legend in the first empty cell of the grid
+            spare[0].set_visible(True)
+            spare[0].axis('off')
+            spare[0].legend(handles=handles, loc='center', fontsize=8, frameon=False)
+        else:
+            fig.legend(handles=handles, loc='outside lower center',
+                       ncols=3 if columns > 1 else 1, fontsize=8, frameon=False)
+        if title:
+            fig.suptitle(wrap_to_width(title, fig.get_figwidth() - 0.2, 11), fontsize=11)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------
+# Several models
+# ----------------------------------------------------------------------------------
+def plot_kendall_tau_vs_severity(comparison: CrossModelComparison, path: str) -> str:
+    """``kendall_tau_vs_severity.png``: τ against severity, one panel per measure,
+    one faint line per corruption and the mean over corruptions in bold."""
+    plt = agg_pyplot()
+    ms, rank = comparison.model_set, comparison.rank
+    fig, axes = plt.subplots(1, len(rank.measures), figsize=(4.8 * len(rank.measures) + 2, 4),
+                             squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
+    try:
+        cmap = plt.get_cmap('tab10')
+        for ax, (measure, st) in zip(axes[0], rank.measures.items()):
+            for i, corruption in enumerate(ms.corruptions):
+                rows = [r for r in st.conditions if r.corruption == corruption]
+                ax.plot([r.severity for r in rows], [r.tau for r in rows], marker='o',
+                        markersize=3, linewidth=1, alpha=0.4, color=cmap(i % 10),
+                        linestyle='-' if i < 10 else '--', label=corruption)
+            means = [(s, v) for s, v in st.mean_tau_per_severity.items() if v is not None]
+            ax.plot([s for s, _ in means], [v for _, v in means], color='black',
+                    linewidth=2.5, marker='o', label='mean')
+            ax.axhline(1.0, color='grey', linestyle=':', linewidth=0.8)
+            ax.set_ylim(-1.05, 1.05)
+            ax.set_xticks(ms.severities)
+            ax.set_xlabel('severity')
+            ax.set_title(wrap_to_width(f'Rank stability: {measure} ({len(ms.models)} models)',
+                                       4.4, 11), fontsize=11)
+            ax.grid(True, alpha=0.3)
+        axes[0][0].set_ylabel('Kendall τ-b vs clean ranking')
+        axes[0][-1].legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=7,
+                           frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def _model_styles(count: int) -> List[Tuple[Any, str]]:
+    """``(colour, marker)`` per model: distinct for up to 120 models (20 colours x 6
+    markers), then repeating."""
+    from matplotlib import colormaps
+    colours = colormaps['tab10'].colors if count <= 10 else colormaps['tab20'].colors
+    markers = 'osD^vP'
+    return [(colours[i % len(colours)], markers[(i // len(colours)) % len(markers)])
+            for i in range(count)]
+
+
+def plot_effective_robustness(comparison: CrossModelComparison, path: str,
+                              max_columns: int = 4) -> str:
+    """``effective_robustness.png``: one panel per fit (a grid): models as points (ID
+    vs OOD; one colour and marker per model, named in the legend), the fitted line,
+    its bootstrap band and ``y = x``."""
+    plt = agg_pyplot()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    fits = list(comparison.fits.values())
+    metric = comparison.model_set.metric
+    models = list(comparison.model_set.models)
+    styles = dict(zip(models, _model_styles(len(models))))
+    n_columns = min(max_columns, len(fits))
+    n_rows = int(math.ceil(len(fits) / n_columns))
+    n_entries = len(models) + 3
+    # the legend goes into an empty cell of the grid when there is one and it fits
+    legend_in_grid = n_rows * n_columns > len(fits) and n_entries <= 20
+    fig, axes = plt.subplots(n_rows, n_columns,
+                             figsize=(3.6 * n_columns + (0 if legend_in_grid else 2.5),
+                                      3.4 * n_rows), squeeze=False, layout=FIGURE_LAYOUT)
+    try:
+        for ax, fit in zip(axes.flat, fits):
+            if fit.band_low is not None:
+                ax.fill_between(fit.grid, fit.band_low, fit.band_high, color='tab:blue',
+                                alpha=0.2, linewidth=0)
+            ax.plot(fit.grid, fit.line, color='tab:blue', linewidth=1.5)
+            for model, x, y in zip(fit.models, fit.id_values, fit.ood_values):
+                colour, marker = styles.get(model, ('tab:red', 'o'))
+                ax.scatter([x], [y], color=colour, marker=marker, s=22, zorder=3,
+                           edgecolors='black', linewidths=0.3)
+            low = min(fit.id_values.min(), fit.ood_values.min())
+            high = max(fit.id_values.max(), fit.ood_values.max())
+            ax.plot([low, high], [low, high], color='grey', linestyle=':', linewidth=0.8)
+            title = {AVG: 'Avg over corruptions', SHIFT: 'shifted dataset'}.get(
+                fit.name, column_title(fit.name))
+            ax.set_title(wrap_to_width(title, 3.2, 9) +
+                         f'\na = {fit.slope:.2f}, b = {fit.intercept:.2f}', fontsize=9)
+            ax.set_xlabel(f'ID: clean {metric}', fontsize=9)
+            ax.set_ylabel(f'OOD {metric}', fontsize=9)
+            ax.tick_params(labelsize=8)
+            ax.grid(True, alpha=0.3)
+        for ax in list(axes.flat)[len(fits):]:
+            ax.set_visible(False)
+        first = fits[0]
+        handles = [Line2D([], [], color='tab:blue', linewidth=1.5, label=f'fit ({first.space})')]
+        if any(fit.band_low is not None for fit in fits):
+            handles.append(Patch(color='tab:blue', alpha=0.2,
+                                 label=f'{100 * first.confidence:g}% bootstrap band'))
+        handles.append(Line2D([], [], color='grey', linestyle=':', linewidth=0.8,
+                              label='y = x'))
+        handles += [Line2D([], [], color=styles[m][0], marker=styles[m][1], linestyle='',
+                           markeredgecolor='black', markeredgewidth=0.3,
+                           label=wrap_to_width(m, 2.2, 7)) for m in models]
+        if legend_in_grid:
+            spare = axes.flat[len(fits)]
+            spare.set_visible(True)
+            spare.axis('off')
+            spare.legend(handles=handles, loc='center', fontsize=7, frameon=False)
+        else:
+            columns = 1 + (len(handles) - 1) // 40  # a long model list flows into columns
+            fig.legend(handles=handles, loc='outside right upper', fontsize=7, frameon=False,
+                       ncols=columns)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------
+# Data budget and representation drift
+# ----------------------------------------------------------------------------------
+def plot_data_budget(doc: Mapping[str, Any], path: str) -> str:
+    """Metric (and ECE when present) vs fraction, log x axis; one colour per model,
+    solid clean, dashed corrupted average; one legend beside the panels."""
+    plt = agg_pyplot()
+    from matplotlib.lines import Line2D
+    panels = [('clean', 'corrupted_avg', doc['metric'])]
+    if any(row['ece_clean'] is not None for row in doc['rows']):  # the report has ECE
+        panels.append(('ece_clean', 'ece_corrupted_avg', 'ECE'))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels) + 2.4, 4),
+                             squeeze=False, layout=FIGURE_LAYOUT)
+    fractions = sorted({r['fraction'] for r in doc['rows']})
+    try:
+        for ax, (clean_key, corrupted_key, label) in zip(axes[0], panels):
+            for index, model in enumerate(doc['models']):
+                rows = sorted((r for r in doc['rows'] if r['model'] == model),
+                              key=lambda r: r['fraction'])
+                x = [r['fraction'] for r in rows]
+                for key, style in ((clean_key, '-o'), (corrupted_key, '--s')):
+                    y = [np.nan if r[key] is None else r[key] for r in rows]
+                    ax.plot(x, y, style, color=f'C{index % 10}', markersize=4)
+            ax.set_xscale('log')
+            ax.set_xticks(fractions)
+            ax.set_xticklabels(_fraction_labels(fractions))
+            ax.minorticks_off()
+            ax.set_xlabel('training fraction (log scale)')
+            ax.set_ylabel(label)
+            ax.set_title(f'{label} vs training data')
+            ax.grid(alpha=0.3)
+        handles = [Line2D([], [], color=f'C{i % 10}', linewidth=2,
+                          label=wrap_to_width(str(model), 2.2, 8))
+                   for i, model in enumerate(doc['models'])]
+        handles += [Line2D([], [], color='black', linestyle='-', marker='o', markersize=4,
+                           label='clean'),
+                    Line2D([], [], color='black', linestyle='--', marker='s', markersize=4,
+                           label='corrupted avg')]
+        fig.legend(handles=handles, loc='outside right center', fontsize=8, frameon=False,
+                   handlelength=3)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def _fraction_labels(fractions: Sequence[float], min_ratio: float = 1.5) -> List[str]:
+    """Tick labels of the sorted ``fractions`` on a log axis: from the largest down, a
+    fraction within ``min_ratio`` (a factor) of the last labelled one gets an empty label,
+    so that labels do not run into each other."""
+    labels, last = [''] * len(fractions), None
+    for index in range(len(fractions) - 1, -1, -1):
+        if last is None or fractions[index] * min_ratio <= last:
+            labels[index], last = f'{fractions[index]:g}', fractions[index]
+    return labels
+
+
+def plot_representation_drift(document: Dict[str, Any], path: str) -> str:
+    """CKA against severity, one line per corruption, one panel per block (four panels a
+    row), the corruptions named in one legend beside the panels."""
+    plt = agg_pyplot()
+    blocks = [b['name'] for b in document['blocks']]
+    corruptions = list(dict.fromkeys(c['corruption'] for c in document['conditions']))
+    columns = min(len(blocks), 4)
+    rows = -(-len(blocks) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns + 2.2, 3.3 * rows),
+                             squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
+    try:
+        cmap = plt.get_cmap('tab20')
+        markers = 'osD^v<>ph*Xd'
+        severities = sorted({c['severity'] for c in document['conditions']})
+        for ax in axes.flat[len(blocks):]:
+            ax.set_visible(False)
+        for panel, (ax, block) in enumerate(zip(axes.flat, blocks)):
+            for i, name in enumerate(corruptions):
+                points = sorted((c['severity'], c['blocks'][block]['cka'])
+                                for c in document['conditions'] if c['corruption'] == name)
+                xs = [s for s, _ in points]
+                ys = [np.nan if v is None else v for _, v in points]
+                ax.plot(xs, ys, marker=markers[i % len(markers)], color=cmap(i % 20),
+                        label=name, linewidth=1.4, markersize=5)
+            ax.axhline(1.0, color='black', linestyle='--', linewidth=0.8)
+            ax.set_title(wrap_to_width(block, 3.0, 9), fontsize=9)
+            ax.set_xlabel('severity', fontsize=9)
+            ax.set_xticks(severities)
+            ax.tick_params(labelsize=8)
+            ax.grid(True, alpha=0.3)
+            if panel % columns == 0:
+                ax.set_ylabel('linear CKA (clean vs corrupted)', fontsize=9)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc='outside right center', fontsize=8, frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)

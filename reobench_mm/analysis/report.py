@@ -1,0 +1,413 @@
+"""Reports of a robustness sweep: ``results.json``, ``results.csv``, ``report.md`` and
+the plots (drawn by :mod:`reobench_mm.analysis.plotting`).
+
+One call writes everything for one model::
+
+    from reobench_mm.analysis import make_provenance, write_report
+    prov = make_provenance(model='SatMAE', backbone='ViT-L', task='segmentation',
+                           config='configs/...py', checkpoint='satmae.pth', seed=0)
+    report = write_report('work_dirs/robustness/satmae', results, task='segmentation',
+                          provenance=prov)
+    report.summary.delta_tp, report.files['results.json']
+
+``results.json`` holds ``{"format", "numbers", "provenance"}``: ``numbers`` is
+:meth:`RobustnessSummary.to_dict` and depends on the results only (same inputs ->
+byte-identical file); ``provenance`` holds what it is given (model, config hash,
+checkpoint SHA-256, seed, protocol, package versions) and a time only when asked
+(``make_provenance(record_time=True)``). Every file is written atomically (a
+temporary file in the same folder, then ``os.replace``).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import os.path as osp
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..fileio import atomic_write_text, file_sha256, nan_to_null
+from ..version import package_versions
+from .plotting import (plot_drop_by_corruption, plot_ece_vs_severity,
+                       plot_reliability_by_condition, plot_risk_coverage, plot_severity_curves)
+from .results import (CALIBRATION_METRICS, CALIBRATION_PREFIXES, CLEAN, REOBENCH_TABLE_ORDER,
+                      Condition, ConditionResult, RobustnessSummary, aggregate,
+                      normalize_results, results_from_jsonable)
+from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
+
+__all__ = [
+    'RESULTS_FORMAT', 'RESULT_FILES', 'PLOT_FILES', 'ECE_PLOT_FILE', 'make_provenance',
+    'results_document', 'write_results_json', 'results_csv_text', 'write_results_csv',
+    'render_report_md', 'calibration_keys', 'Report', 'write_report', 'load_results_json',
+    'load_condition_results', 'summary_from_results_json'
+]
+
+RESULTS_FORMAT = 'reobench_mm.robustness_results/1'
+RESULT_FILES = ('results.json', 'results.csv', 'report.md')
+PLOT_FILES = ('severity_curves.png', 'drop_by_corruption.png')
+ECE_PLOT_FILE = 'ece_vs_severity.png'
+
+
+# ----------------------------------------------------------------------------------
+# Provenance
+# ----------------------------------------------------------------------------------
+def make_provenance(*, model: Optional[str] = None, backbone: Optional[str] = None,
+                    task: Optional[str] = None, config: Optional[str] = None,
+                    config_text: Optional[str] = None, checkpoint: Optional[str] = None,
+                    checkpoint_sha256: Optional[str] = None, hash_checkpoint: bool = True,
+                    seed: Optional[int] = None, protocol: str = 'reobench',
+                    versions: Optional[Mapping[str, Optional[str]]] = None,
+                    extra: Optional[Mapping[str, Any]] = None,
+                    record_time: bool = False) -> Dict[str, Any]:
+    """The provenance block of ``results.json``.
+
+    Args:
+        model, backbone: names for the tables (e.g. ``'SatMAE'``, ``'ViT-L'``).
+        task: ``'segmentation'`` / ``'detection'``.
+        config: path of the config file.
+        config_text: the config as evaluated (e.g. ``cfg.pretty_text``, with
+            overrides); its SHA-256 is recorded. Without it the config file's bytes
+            are hashed when ``config`` exists.
+        checkpoint: path of the checkpoint.
+        checkpoint_sha256: its SHA-256; computed from ``checkpoint`` when omitted,
+            the file exists and ``hash_checkpoint`` is True.
+        seed: corruption seed of the sweep.
+        protocol: corruption protocol.
+        versions: package versions (default :func:`package_versions`).
+        extra: any other JSON-able fields (e.g. the command line).
+        record_time: add ``created_at`` (UTC, ISO 8601). Off by default so that the
+            whole ``results.json`` is byte-identical for the same inputs.
+    """
+    config_sha256 = None
+    if config_text is not None:
+        config_sha256 = hashlib.sha256(config_text.encode('utf-8')).hexdigest()
+    elif config is not None and osp.isfile(config):
+        config_sha256 = file_sha256(config)
+    if checkpoint_sha256 is None and hash_checkpoint and checkpoint is not None \
+            and osp.isfile(checkpoint):
+        checkpoint_sha256 = file_sha256(checkpoint)
+    prov: Dict[str, Any] = {
+        'model': model,
+        'backbone': backbone,
+        'task': task,
+        'config': config,
+        'config_sha256': config_sha256,
+        'checkpoint': checkpoint,
+        'checkpoint_sha256': checkpoint_sha256,
+        'seed': seed,
+        'protocol': protocol,
+        'versions': dict(package_versions() if versions is None else versions),
+    }
+    if extra:
+        prov['extra'] = dict(extra)
+    if record_time:
+        import datetime
+        prov['created_at'] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec='seconds')
+    return prov
+
+
+# ----------------------------------------------------------------------------------
+# results.json / results.csv
+# ----------------------------------------------------------------------------------
+def results_document(summary: RobustnessSummary,
+                     provenance: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """``{'format', 'numbers', 'provenance'}`` as written to ``results.json``."""
+    return {'format': RESULTS_FORMAT, 'numbers': summary.to_dict(),
+            'provenance': nan_to_null(dict(provenance or {}))}
+
+
+def write_results_json(path: str, summary: RobustnessSummary,
+                       provenance: Optional[Mapping[str, Any]] = None) -> str:
+    """Write ``results.json`` (strict JSON, 2-space indent, trailing newline)."""
+    text = json.dumps(results_document(summary, provenance), indent=2, allow_nan=False,
+                      ensure_ascii=False)
+    return atomic_write_text(path, text + '\n')
+
+
+def results_csv_text(summary: RobustnessSummary) -> str:
+    """``results.csv``: one row per condition (clean first, then table order):
+    condition, corruption, severity, category, the metric, the extra metrics, then
+    per-class values (``<IoU|AP>.<class>``)."""
+    extra_keys = sorted({k for r in summary.conditions.values() for k in r.extra})
+    classes: List[str] = []
+    for result in summary.conditions.values():
+        for name in result.per_class or {}:
+            if name not in classes:
+                classes.append(name)
+    per_class_prefix = 'AP' if summary.task == 'detection' else 'IoU'
+    header = (['condition', 'corruption', 'severity', 'category', summary.metric] +
+              extra_keys + [f'{per_class_prefix}.{c}' for c in classes])
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator='\n')
+    writer.writerow(header)
+
+    def cell(value: Optional[float]) -> str:
+        return '' if value is None or not math.isfinite(value) else repr(float(value))
+
+    for (name, severity), result in summary.conditions.items():
+        per_class = result.per_class or {}
+        writer.writerow([CLEAN if name == CLEAN else f'{name}@{severity}', name, severity,
+                         '' if name == CLEAN else summary.category(name), cell(result.value)] +
+                        [cell(result.extra.get(k)) for k in extra_keys] +
+                        [cell(per_class.get(c)) for c in classes])
+    return buffer.getvalue()
+
+
+def write_results_csv(path: str, summary: RobustnessSummary) -> str:
+    return atomic_write_text(path, results_csv_text(summary))
+
+
+# ----------------------------------------------------------------------------------
+# report.md
+# ----------------------------------------------------------------------------------
+def _table_columns(summary: RobustnessSummary) -> List[str]:
+    """The corruption columns of the paper-layout table: REOBench's 12 in Table 2
+    order for that protocol (absent ones shown as '–'), else the included ones."""
+    if summary.protocol == 'reobench':
+        return list(REOBENCH_TABLE_ORDER)
+    return list(summary.corruptions)
+
+
+def render_report_md(summary: RobustnessSummary,
+                     provenance: Optional[Mapping[str, Any]] = None,
+                     plots: Sequence[str] = PLOT_FILES) -> str:
+    """The Markdown report: the paper-layout table (Clean, corruption columns, Avg,
+    ΔTP), mPC/rPC per category, the per-severity table, coverage, per-class scores
+    (when present), plots and provenance."""
+    prov = dict(provenance or {})
+    model = prov.get('model') or 'model'
+    backbone = prov.get('backbone') or MISSING
+    metric = summary.metric
+    lines = [f'# Robustness report: {model}' + (f' ({backbone})' if backbone != MISSING else ''),
+             '',
+             f'Task: {summary.task or MISSING}; metric: {metric} (0–100); corruption protocol: '
+             f'{summary.protocol}.', '']
+
+    columns = _table_columns(summary)
+    lines += [f'## {metric} under corruption (REOBench Table 2 layout)', '']
+    header = ['Model', 'Backbone'] + paper_header(columns)
+    row = [model, backbone] + PaperRow(summary.clean, summary.per_corruption, summary.avg,
+                                       summary.delta_tp).cells(columns)
+    lines += markdown_table(header, [row], align_left=2)
+    lines += ['', f'Each corruption column is the mean over its severities; Avg is the mean '
+              f'over the {len(summary.corruptions)} included corruptions; ΔTP = Clean − Avg.',
+              '']
+
+    lines += ['## mPC, rPC and categories', '']
+    rows = [['all', str(len(summary.corruptions)), fmt_number(summary.avg),
+             fmt_number(summary.delta_tp), fmt_number(summary.mpc),
+             fmt_number(100 * summary.rpc)]]
+    for category, scores in summary.per_category.items():
+        rows.append([category, str(len(scores.corruptions)), fmt_number(scores.avg),
+                     fmt_number(scores.delta_tp), fmt_number(scores.mpc),
+                     fmt_number(100 * scores.rpc)])
+    lines += markdown_table(['Corruptions', 'Count', 'Avg', 'ΔTP', 'mPC', 'rPC (%)'], rows)
+    lines += ['', 'mPC is the mean over every included (corruption, severity); '
+              'rPC = mPC / Clean.', '']
+
+    lines += ['## Per severity', '']
+    severities = list(summary.severities)
+    rows = []
+    for name in summary.corruptions:
+        values = summary.per_severity[name]
+        rows.append([name, summary.category(name)]
+                    + [fmt_number(values.get(s)) for s in severities]
+                    + [fmt_number(summary.per_corruption[name]),
+                       fmt_number(summary.clean - summary.per_corruption[name])])
+    lines += markdown_table(['Corruption', 'Category'] + [str(s) for s in severities] +
+                            ['Mean', 'Drop'], rows, align_left=2)
+    lines += ['']
+
+    lines += ['## Coverage', '',
+              f'- Included corruptions ({len(summary.corruptions)}): '
+              f'{", ".join(summary.corruptions)}',
+              f'- Severities: {", ".join(str(s) for s in severities)}']
+    if summary.missing_severities:
+        missing = '; '.join(f'{n}: {", ".join(str(s) for s in v)}'
+                            for n, v in summary.missing_severities.items())
+        lines.append(f'- **Missing severities** (those corruptions are averaged over the '
+                     f'severities they have): {missing}')
+    else:
+        lines.append('- Missing severities: none')
+    if summary.not_evaluated:
+        lines.append(f'- Not evaluated: {", ".join(summary.not_evaluated)}')
+    lines.append('')
+
+    if summary.per_class:
+        pc = summary.per_class
+        name = 'AP' if summary.task == 'detection' else 'IoU'
+        lines += [f'## Per-class {name}', '']
+        rows = [[c, fmt_number(pc['clean'][c]), fmt_number(pc['avg'][c]),
+                 fmt_number(pc['delta_tp'][c])] for c in pc['classes']]
+        lines += markdown_table(['Class', 'Clean', 'Avg', 'ΔTP'], rows)
+        lines += ['']
+
+    calibration = calibration_keys(summary)
+    if calibration:
+        lines += ['## Calibration under corruption', '']
+        header = ['Metric'] + paper_header(columns, last='Avg − Clean')
+        rows = []
+        for key in calibration:
+            values = summary.extra[key]
+            rows.append([f'`{key}`'] + PaperRow(
+                values['clean'], values['per_corruption'], values['avg'],
+                values['avg'] - values['clean']).cells(columns, 4))
+        lines += markdown_table(header, rows)
+        lines += ['', 'Fractions, not percentages. `ECE`: expected calibration error (15 '
+                  'equal-width confidence bins; for detection the detection calibration '
+                  'error over score bins, matches at IoU 0.5); `gap`: mean confidence − '
+                  'accuracy (> 0: overconfident); `NLL`, `Brier` (summed over classes); '
+                  '`cwECE`: classwise ECE; `AURC`/`eAURC`: area under the risk–coverage '
+                  'curve and its excess over an oracle ranking; `acc@90cov`: accuracy of '
+                  'the 90 % most confident pixels. `calib_ts/`: with the temperature '
+                  'fitted on clean validation pixels' +
+                  (f' (T = {_temperature_text(prov)})' if _temperature_text(prov) else '') +
+                  '.', '']
+
+    other = {k: v for k, v in summary.extra.items() if k not in calibration}
+    if other:
+        lines += ['## Other metrics', '']
+        rows = [[k, fmt_number(v['clean'], 4), fmt_number(v['avg'], 4)]
+                for k, v in other.items()]
+        lines += markdown_table(['Metric', 'Clean', 'Avg over corruptions'], rows)
+        lines += ['']
+
+    if plots:
+        lines += ['## Plots', '']
+        lines += [f'![{osp.splitext(p)[0]}]({p})' for p in plots]
+        lines += ['']
+
+    if prov:
+        lines += ['## Provenance', '']
+        rows = []
+        for key, value in prov.items():
+            if key == 'versions' and isinstance(value, Mapping):
+                value = ', '.join(f'{k} {v}' for k, v in value.items() if v is not None)
+            rows.append([key, MISSING if value is None else f'`{value}`'])
+        lines += markdown_table(['Field', 'Value'], rows, align_left=2)
+        lines += ['']
+    return '\n'.join(lines)
+
+
+def calibration_keys(summary: RobustnessSummary) -> List[str]:
+    """The calibration metrics among ``summary.extra`` (``calib/ECE``, ...,
+    ``calib_ts/ECE``, ...), in table order."""
+    return [f'{prefix}/{name}' for prefix in CALIBRATION_PREFIXES
+            for name in CALIBRATION_METRICS if f'{prefix}/{name}' in summary.extra]
+
+
+def _temperature_text(provenance: Mapping[str, Any]) -> Optional[str]:
+    """The fitted temperature the sweep records in ``provenance['extra']``."""
+    record = (provenance.get('extra') or {}).get('temperature')
+    if not isinstance(record, Mapping) or record.get('temperature') is None:
+        return None
+    return f'{record["temperature"]:.3f}, from {record.get("source", "clean data")}'
+
+
+# ----------------------------------------------------------------------------------
+# Plots
+# ----------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------
+# One model
+# ----------------------------------------------------------------------------------
+@dataclass
+class Report:
+    """What :func:`write_report` produced: the summary and ``{file name: path}``."""
+    summary: RobustnessSummary
+    files: Dict[str, str] = field(default_factory=dict)
+
+
+def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSummary], *,
+                 protocol: str = 'reobench', task: Optional[str] = None,
+                 metric: Optional[str] = None,
+                 expected_severities: Optional[Sequence[int]] = None,
+                 provenance: Optional[Mapping[str, Any]] = None,
+                 plots: bool = True,
+                 calibration_details: Optional[Mapping[Any, Mapping[str, Any]]] = None
+                 ) -> Report:
+    """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
+    ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
+    ``drop_by_corruption.png`` into ``out_dir``. A ready
+    :class:`RobustnessSummary` is accepted too.
+
+    With calibration metrics in the results (``calib/ECE``, ...) the report gains a
+    calibration table and ``ece_vs_severity.png``; with ``calibration_details``
+    (``{condition: {prefix: details with 'reliability'}}``, as the sweep records them)
+    also ``reliability_diagrams.png`` (and ``reliability_diagrams_ts.png`` for the
+    temperature-scaled metrics) and, for segmentation, ``risk_coverage.png``: clean vs
+    the strongest severity of each corruption."""
+    if isinstance(results, RobustnessSummary):
+        summary = results
+    else:
+        summary = aggregate(results, protocol=protocol, task=task, metric=metric,
+                            expected_severities=expected_severities)
+    os.makedirs(out_dir, exist_ok=True)
+    report = Report(summary)
+    path = lambda name: osp.join(out_dir, name)  # noqa: E731
+    report.files['results.json'] = write_results_json(path('results.json'), summary,
+                                                      provenance)
+    report.files['results.csv'] = write_results_csv(path('results.csv'), summary)
+    if plots:
+        report.files['severity_curves.png'] = plot_severity_curves(
+            summary, path('severity_curves.png'))
+        report.files['drop_by_corruption.png'] = plot_drop_by_corruption(
+            summary, path('drop_by_corruption.png'))
+        if any(f'{p}/ECE' in summary.extra for p in CALIBRATION_PREFIXES):
+            report.files[ECE_PLOT_FILE] = plot_ece_vs_severity(summary, path(ECE_PLOT_FILE))
+        if calibration_details:
+            available = set.intersection(*(set(d) for d in calibration_details.values()))
+            for prefix in CALIBRATION_PREFIXES:
+                if prefix in available:
+                    name = 'reliability_diagrams' + ('' if prefix == 'calib' else '_ts') + '.png'
+                    report.files[name] = plot_reliability_by_condition(
+                        summary, calibration_details, path(name), prefix)
+            if 'calib' in available and all('risk_coverage' in d['calib']
+                                            for d in calibration_details.values()):
+                report.files['risk_coverage.png'] = plot_risk_coverage(
+                    summary, calibration_details, path('risk_coverage.png'))
+    plot_files = [name for name in report.files if name.endswith('.png')]
+    report.files['report.md'] = atomic_write_text(
+        path('report.md'), render_report_md(summary, provenance, plot_files))
+    return report
+
+
+def load_results_json(path: str) -> Dict[str, Any]:
+    """Read a ``results.json`` written by :func:`write_results_json` (checked)."""
+    with open(path, encoding='utf-8') as handle:
+        doc = json.load(handle)
+    if not isinstance(doc, dict) or doc.get('format') != RESULTS_FORMAT:
+        raise ValueError(f'{path} is not a robustness results file (expected "format": '
+                         f'{RESULTS_FORMAT!r})')
+    for key in ('clean', 'per_corruption', 'protocol', 'conditions'):
+        if key not in doc.get('numbers', {}):
+            raise ValueError(f'{path}: "numbers" lacks {key!r}')
+    return doc
+
+
+def load_condition_results(path: str, protocol: Optional[str] = None
+                           ) -> Dict[Condition, ConditionResult]:
+    """The ``condition -> result`` map of a ``results.json`` or of a shard file
+    (``{'clean': {...}, 'cloud@3': {...}}``, see :func:`results_to_jsonable`)."""
+    with open(path, encoding='utf-8') as handle:
+        data = json.load(handle)
+    if isinstance(data, dict) and data.get('format') == RESULTS_FORMAT:
+        numbers = data['numbers']
+        protocol = protocol or numbers['protocol']
+        return normalize_results({row['condition']: {k: row[k] for k in
+                                                     ('value', 'per_class', 'extra')}
+                                  for row in numbers['conditions']}, protocol)
+    if not isinstance(data, dict):
+        raise ValueError(f'{path}: expected a JSON object of condition results')
+    return results_from_jsonable(data, protocol or 'reobench')
+
+
+def summary_from_results_json(path: str) -> RobustnessSummary:
+    """Re-aggregate the conditions stored in a ``results.json``."""
+    numbers = load_results_json(path)['numbers']
+    return aggregate(load_condition_results(path), protocol=numbers['protocol'],
+                     task=numbers.get('task'), metric=numbers.get('metric'),
+                     expected_severities=numbers['included']['severities'])

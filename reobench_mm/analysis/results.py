@@ -1,0 +1,675 @@
+"""Aggregation of a robustness sweep.
+
+A sweep evaluates one model under a set of *conditions*: the clean test set and
+``(corruption, severity)`` pairs. Its result is a mapping ``condition -> result``:
+
+* a condition is ``('clean', 0)`` (:data:`CLEAN_CONDITION`) or ``(name, severity)``
+  with ``name`` a corruption of the protocol (engine names, e.g.
+  ``'salt_pepper_noise'``) and ``severity`` in 1..5;
+* a result is a :class:`ConditionResult` (task metric on the 0-100 scale, optional
+  per-class values, optional extra metrics), a dict with its fields
+  (``{'value': 61.2, 'per_class': {...}, 'extra': {...}}``), a bare number, or the
+  raw metrics dict of the task's evaluator (``IoUMetric``: ``{'aAcc', 'mIoU',
+  'mAcc'}``; ``DOTAMetric``: ``{'dota/mAP', 'dota/AP50'}``), read with
+  :func:`condition_result_from_metrics` when ``task`` is given.
+
+:func:`aggregate` turns such a mapping into a :class:`RobustnessSummary`:
+
+* per corruption, the mean over its severities;
+* ``Avg``, the mean over corruptions of those means, and ``ΔTP = clean - Avg``
+  (REOBench, Eq. 1);
+* ``mPC``, the mean over every (corruption, severity) value, and
+  ``rPC = mPC / clean`` (a fraction; MMDetection's robustness benchmark prints it as
+  a percentage);
+* the same four numbers per corruption category (environmental / sensor /
+  geometric);
+* which corruptions and severities were included, and the severities missing per
+  corruption.
+
+Subsets are fine: a corruption enters ``Avg`` with the mean of the severities it
+has (and is listed in ``missing_severities``); ``Avg`` and ``mPC`` differ only
+when severities are missing.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..corruptions import CATEGORIES, get_corruption, list_corruptions
+from ..corruptions.base import check_protocol
+from ..fileio import nan_to_null
+
+__all__ = [
+    'CLEAN', 'CLEAN_CONDITION', 'SEVERITIES', 'AVG', 'SHIFT', 'REOBENCH_TABLE_ORDER',
+    'PAPER_COLUMN_NAMES', 'CALIBRATION_METRICS', 'CALIBRATION_PREFIXES', 'TaskMetric',
+    'TASK_METRICS', 'Condition', 'ConditionResult', 'CategoryScores',
+    'RobustnessSummary', 'check_condition', 'condition_key', 'parse_condition_key',
+    'condition_result_from_metrics', 'as_condition_result', 'normalize_results',
+    'merge_results', 'robustness_scores', 'aggregate', 'corruption_order',
+    'paper_to_engine_name', 'engine_to_paper_name', 'results_to_jsonable',
+    'results_from_jsonable', 'mean'
+]
+
+CLEAN = 'clean'
+CLEAN_CONDITION = (CLEAN, 0)
+SEVERITIES = (1, 2, 3, 4, 5)
+#: Name of the mean over the corruptions where it stands beside the conditions (a row of
+#: the cross-model analysis, and its fit).
+AVG = 'avg'
+#: Name of the cross-model fit against the clean metric on a shifted dataset.
+SHIFT = 'shift'
+
+#: Column order of REOBench Tables 2 and 3 (engine names).
+REOBENCH_TABLE_ORDER = ('brightness_contrast', 'cloud', 'compression_artifacts', 'data_gaps',
+                        'gaussian_blur', 'gaussian_noise', 'haze', 'motion_blur', 'rotate',
+                        'salt_pepper_noise', 'scale', 'translate')
+
+#: Engine name -> column name of the published tables, where they differ.
+PAPER_COLUMN_NAMES = {'salt_pepper_noise': 'salt_pepper'}
+
+#: Calibration metrics (``SegCalibrationMetric`` / ``RotatedDetectionCalibrationMetric``
+#: names), table order, and the prefixes the sweep gives them.
+CALIBRATION_METRICS = ('ECE', 'gap', 'NLL', 'Brier', 'cwECE', 'AURC', 'eAURC', 'acc@90cov')
+CALIBRATION_PREFIXES = {'calib': 'as evaluated', 'calib_ts': 'temperature-scaled'}
+
+Condition = Tuple[str, int]
+Number = Union[int, float]
+
+
+@dataclass(frozen=True)
+class TaskMetric:
+    """How the task metric is read from an evaluator's metrics dict.
+
+    Attributes:
+        task: ``'segmentation'`` or ``'detection'``.
+        keys: metric keys tried in order (the first present is used).
+        name: display name (``'mIoU'``, ``'mAP'``).
+        scale: factor bringing the evaluator's value to 0-100 (``IoUMetric`` reports
+            percentages, ``DOTAMetric`` fractions).
+        per_class_name: prefix of per-class keys (``'IoU.<class>'``, ``'AP.<class>'``).
+    """
+    task: str
+    keys: Tuple[str, ...]
+    name: str
+    scale: float
+    per_class_name: str
+
+
+TASK_METRICS = {
+    'segmentation': TaskMetric('segmentation', ('mIoU', ), 'mIoU', 1.0, 'IoU'),
+    'detection': TaskMetric('detection', ('dota/mAP', 'mAP'), 'mAP', 100.0, 'AP'),
+}
+
+
+def _task_metric(task: str) -> TaskMetric:
+    if task not in TASK_METRICS:
+        raise ValueError(f'unknown task {task!r}; valid: {sorted(TASK_METRICS)}')
+    return TASK_METRICS[task]
+
+
+def _as_float(value: Any, what: str) -> float:
+    if isinstance(value, bool) or value is None:
+        raise TypeError(f'{what} must be a number, got {value!r}')
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f'{what} must be a number, got {value!r}') from None
+
+
+def _check_metric(value: Any, what: str) -> float:
+    value = _as_float(value, what)
+    if not math.isfinite(value) or not 0.0 <= value <= 100.0:
+        raise ValueError(f'{what} must be a finite number on the 0-100 scale, got {value!r}')
+    return value
+
+
+@dataclass(frozen=True)
+class ConditionResult:
+    """The result of one condition.
+
+    Attributes:
+        value: the task metric (mIoU for segmentation, mAP for oriented detection)
+            on the 0-100 scale.
+        per_class: optional ``{class name: IoU or AP}`` on the 0-100 scale (NaN is
+            allowed for classes absent from the test set).
+        extra: optional other metrics (``aAcc``, ``mAcc``, calibration errors, ...),
+            stored as given; NaN becomes ``null`` in JSON.
+    """
+    value: float
+    per_class: Optional[Mapping[str, float]] = None
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, 'value', _check_metric(self.value, 'the task metric'))
+        if self.per_class is not None:
+            if not isinstance(self.per_class, Mapping):
+                raise TypeError(f'per_class must be a mapping class -> value, got '
+                                f'{type(self.per_class)}')
+            per_class = {str(k): _as_float(v, f'per-class value of {k!r}')
+                         for k, v in self.per_class.items()}
+            object.__setattr__(self, 'per_class', per_class)
+        if not isinstance(self.extra, Mapping):
+            raise TypeError(f'extra must be a mapping name -> value, got {type(self.extra)}')
+        extra = {str(k): _as_float(v, f'extra metric {k!r}') for k, v in self.extra.items()}
+        object.__setattr__(self, 'extra', extra)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """``{'value', 'per_class', 'extra'}`` (per-class and extra sorted by name)."""
+        return {
+            'value': self.value,
+            'per_class': None if self.per_class is None else dict(self.per_class),
+            'extra': {k: self.extra[k] for k in sorted(self.extra)},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> 'ConditionResult':
+        unknown = set(data) - {'value', 'per_class', 'extra'}
+        if unknown:
+            raise ValueError(f'unknown condition-result fields {sorted(unknown)}; valid: '
+                             "['value', 'per_class', 'extra']")
+        if 'value' not in data:
+            raise ValueError('a condition result needs a "value"')
+        per_class = data.get('per_class')
+        if per_class is not None:
+            per_class = {k: math.nan if v is None else v for k, v in per_class.items()}
+        extra = {k: math.nan if v is None else v for k, v in (data.get('extra') or {}).items()}
+        return cls(data['value'], per_class, extra)
+
+
+# ----------------------------------------------------------------------------------
+# Conditions
+# ----------------------------------------------------------------------------------
+def paper_to_engine_name(column: str) -> str:
+    """The engine name of a published table column (``'salt_pepper'`` ->
+    ``'salt_pepper_noise'``; other names are identical)."""
+    for engine, paper in PAPER_COLUMN_NAMES.items():
+        if column == paper:
+            return engine
+    return column
+
+
+def engine_to_paper_name(name: str) -> str:
+    """The published table column of an engine corruption name."""
+    return PAPER_COLUMN_NAMES.get(name, name)
+
+
+def _check_corruption(name: Any, protocol: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f'a corruption name is a str, got {name!r}')
+    valid = list_corruptions(protocol)
+    if name not in valid:
+        hint = ''
+        if paper_to_engine_name(name) in valid:
+            hint = f' (the engine calls it {paper_to_engine_name(name)!r})'
+        raise ValueError(f'unknown corruption {name!r} for protocol {protocol!r}{hint}; '
+                         f'valid: {valid}')
+    return name
+
+
+def check_condition(condition: Any, protocol: str = 'reobench') -> Condition:
+    """Validate ``condition`` and return it as a ``(str, int)`` tuple.
+
+    ``('clean', 0)`` (or the string ``'clean'``) is the clean condition; otherwise
+    ``(corruption, severity)`` with a corruption of ``protocol`` and severity 1..5.
+    """
+    if condition == CLEAN:
+        return CLEAN_CONDITION
+    if not isinstance(condition, (tuple, list)) or len(condition) != 2:
+        raise ValueError(f"a condition is ('clean', 0) or (corruption, severity), got "
+                         f'{condition!r}')
+    name, severity = condition
+    if isinstance(severity, np.integer):
+        severity = int(severity)
+    if isinstance(severity, bool) or not isinstance(severity, int):
+        raise ValueError(f'the severity of condition {condition!r} must be an integer, '
+                         f'got {severity!r}')
+    if name == CLEAN:
+        if severity != 0:
+            raise ValueError(f"the clean condition is ('clean', 0), got {condition!r}")
+        return CLEAN_CONDITION
+    _check_corruption(name, protocol)
+    if severity == 0:
+        raise ValueError(f'condition {condition!r}: severity 0 is the clean condition; '
+                         "write it as ('clean', 0)")
+    if not 1 <= severity <= 5:
+        raise ValueError(f'condition {condition!r}: severity must be in 1..5, got '
+                         f'{severity}')
+    return (name, severity)
+
+
+def condition_key(condition: Condition) -> str:
+    """Text key of a condition: ``'clean'`` or ``'<corruption>@<severity>'``."""
+    name, severity = condition
+    return CLEAN if name == CLEAN else f'{name}@{severity}'
+
+
+def parse_condition_key(key: str, protocol: str = 'reobench') -> Condition:
+    """Inverse of :func:`condition_key` (validated)."""
+    if key == CLEAN:
+        return CLEAN_CONDITION
+    name, sep, severity = key.rpartition('@')
+    if not sep or not severity.lstrip('-').isdigit():
+        raise ValueError(f"a condition key is 'clean' or '<corruption>@<severity>', got "
+                         f'{key!r}')
+    return check_condition((name, int(severity)), protocol)
+
+
+def corruption_order(names: Iterable[str], protocol: str = 'reobench') -> List[str]:
+    """``names`` in table order: REOBench Table 2 order for ``'reobench'``, the
+    engine's registration order otherwise."""
+    names = set(names)
+    reference = REOBENCH_TABLE_ORDER if protocol == 'reobench' else list_corruptions(protocol)
+    unknown = names - set(reference)
+    if unknown:
+        _check_corruption(sorted(unknown)[0], protocol)
+    return [n for n in reference if n in names]
+
+
+def _sorted_conditions(conditions: Iterable[Condition], protocol: str) -> List[Condition]:
+    conditions = list(conditions)
+    order = {n: i for i, n in enumerate(corruption_order(
+        {c[0] for c in conditions if c[0] != CLEAN}, protocol))}
+    order[CLEAN] = -1
+    return sorted(conditions, key=lambda c: (order[c[0]], c[1]))
+
+
+# ----------------------------------------------------------------------------------
+# Results
+# ----------------------------------------------------------------------------------
+def condition_result_from_metrics(metrics: Mapping[str, Any], task: str,
+                                  per_class: Optional[Mapping[str, float]] = None,
+                                  metric_key: Optional[str] = None,
+                                  scale: Optional[float] = None) -> ConditionResult:
+    """A :class:`ConditionResult` from an evaluator's metrics dict.
+
+    Args:
+        metrics: e.g. ``IoUMetric``'s ``{'aAcc': 97.1, 'mIoU': 61.2, 'mAcc': 70.4}``
+            or ``DOTAMetric``'s ``{'dota/mAP': 0.612, 'dota/AP50': 0.612}``.
+        task: ``'segmentation'`` or ``'detection'``.
+        per_class: optional per-class values already on the 0-100 scale (e.g. read
+            from ``IoUMetric``'s class table). Keys ``'IoU.<class>'`` / ``'AP.<class>'``
+            in ``metrics`` are read too (scaled like the task metric).
+        metric_key: the key of the task metric (default: the task's keys, e.g.
+            ``'mIoU'``, ``'dota/mAP'`` then ``'mAP'``). Per-class keys carry the same
+            evaluator prefix (``'dota/AP.<class>'`` beside ``'dota/mAP'``).
+        scale: factor to 0-100 (default: the task's, 1 for ``mIoU``, 100 for ``mAP``).
+
+    Every other numeric entry goes to ``extra`` unchanged.
+    """
+    spec = _task_metric(task)
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f'metrics must be a mapping, got {type(metrics)}')
+    keys = (metric_key, ) if metric_key else spec.keys
+    key = next((k for k in keys if k in metrics), None)
+    if key is None:
+        raise KeyError(f'the {task} metric ({" or ".join(keys)}) is not in the metrics; '
+                       f'got keys {sorted(metrics)}')
+    scale = spec.scale if scale is None else float(scale)
+    value = _as_float(metrics[key], f'metric {key!r}') * scale
+    if math.isfinite(value) and not 0.0 <= value <= 100.0:
+        raise ValueError(f'metric {key!r} = {metrics[key]!r} times scale {scale:g} is '
+                         f'{value:g}, outside 0..100; pass scale= matching the '
+                         "evaluator's output")
+    # per-class keys carry the task metric's evaluator prefix: 'dota/mAP' -> 'dota/AP.<class>'
+    evaluator_prefix = key.rpartition('/')[0] + '/' if '/' in key else ''
+    prefix = evaluator_prefix + spec.per_class_name + '.'
+    found = {k[len(prefix):]: _as_float(v, k) * scale for k, v in metrics.items()
+             if isinstance(k, str) and k.startswith(prefix)}
+    if per_class is not None:
+        found.update({str(k): _as_float(v, f'per-class {k!r}') for k, v in per_class.items()})
+    extra = {}
+    for k, v in metrics.items():
+        if k == key or (isinstance(k, str) and k.startswith(prefix)):
+            continue
+        if isinstance(v, bool):
+            continue
+        try:
+            extra[str(k)] = float(v)
+        except (TypeError, ValueError):
+            continue
+    return ConditionResult(value, found or None, extra)
+
+
+def as_condition_result(result: Any, task: Optional[str] = None) -> ConditionResult:
+    """Coerce one result: a :class:`ConditionResult`, a number, a dict with a
+    ``'value'`` field, or (with ``task``) an evaluator's metrics dict."""
+    if isinstance(result, ConditionResult):
+        return result
+    if isinstance(result, Mapping):
+        if 'value' in result:
+            return ConditionResult.from_dict(result)
+        if task is None:
+            raise ValueError(f'a raw metrics dict (keys {sorted(result)}) needs task= '
+                             f'(one of {sorted(TASK_METRICS)}) to find the task metric')
+        return condition_result_from_metrics(result, task)
+    if isinstance(result, bool):
+        raise TypeError(f'a condition result cannot be a bool ({result!r})')
+    if isinstance(result, (int, float)) or hasattr(result, '__float__'):
+        return ConditionResult(float(result))
+    raise TypeError(f'cannot read a condition result from {type(result)}')
+
+
+def normalize_results(results: Mapping[Any, Any], protocol: str = 'reobench',
+                      task: Optional[str] = None) -> Dict[Condition, ConditionResult]:
+    """Validate a ``condition -> result`` mapping; conditions may also be text keys
+    (:func:`condition_key`). Returns the mapping in table order."""
+    check_protocol(protocol)
+    if not isinstance(results, Mapping):
+        raise TypeError(f'results must be a mapping condition -> result, got {type(results)}')
+    out: Dict[Condition, ConditionResult] = {}
+    for cond, result in results.items():
+        cond = parse_condition_key(cond, protocol) if isinstance(cond, str) \
+            else check_condition(cond, protocol)
+        if cond in out:
+            raise ValueError(f'condition {condition_key(cond)!r} appears twice')
+        out[cond] = as_condition_result(result, task)
+    return {c: out[c] for c in _sorted_conditions(out, protocol)}
+
+
+def merge_results(partials: Sequence[Mapping[Any, Any]], protocol: str = 'reobench',
+                  task: Optional[str] = None) -> Dict[Condition, ConditionResult]:
+    """Merge the condition maps of several shards into one.
+
+    A condition present in several shards must have the same result in each
+    (identical duplicates are accepted, e.g. the clean condition evaluated by every
+    shard); different results raise a ValueError naming the condition and shards.
+    """
+    if isinstance(partials, Mapping):
+        raise TypeError('merge_results takes a sequence of condition maps, got one map')
+    merged: Dict[Condition, ConditionResult] = {}
+    source: Dict[Condition, int] = {}
+    for index, partial in enumerate(partials):
+        for cond, result in normalize_results(partial, protocol, task).items():
+            if cond in merged and nan_to_null(merged[cond].to_dict()) != \
+                    nan_to_null(result.to_dict()):  # NaN == NaN here
+                raise ValueError(
+                    f'conflicting results for condition {condition_key(cond)!r}: shard '
+                    f'{source[cond]} has {merged[cond].value!r}, shard {index} has '
+                    f'{result.value!r}' + ('' if merged[cond].value != result.value else
+                                           ' (per-class or extra metrics differ)'))
+            merged.setdefault(cond, result)
+            source.setdefault(cond, index)
+    return {c: merged[c] for c in _sorted_conditions(merged, protocol)}
+
+
+def results_to_jsonable(results: Mapping[Condition, Any],
+                        protocol: str = 'reobench') -> Dict[str, Any]:
+    """``{'clean': {...}, 'cloud@3': {...}}`` (NaN as ``null``), for shard files."""
+    results = normalize_results(results, protocol)
+    return {condition_key(c): nan_to_null(r.to_dict()) for c, r in results.items()}
+
+
+def results_from_jsonable(data: Mapping[str, Any],
+                          protocol: str = 'reobench') -> Dict[Condition, ConditionResult]:
+    """Inverse of :func:`results_to_jsonable`."""
+    return normalize_results(data, protocol)
+
+
+# ----------------------------------------------------------------------------------
+# Aggregation
+# ----------------------------------------------------------------------------------
+def mean(values: Iterable[float]) -> float:
+    """Order-independent, correctly rounded mean (``math.fsum``); NaN if empty."""
+    values = [float(v) for v in values]
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+@dataclass(frozen=True)
+class CategoryScores:
+    """Scores of one corruption category (or of all corruptions)."""
+    corruptions: Tuple[str, ...]
+    avg: float
+    delta_tp: float
+    mpc: float
+    rpc: float
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {'corruptions': list(self.corruptions), 'avg': self.avg,
+                'delta_tp': self.delta_tp, 'mpc': self.mpc, 'rpc': self.rpc}
+
+
+def robustness_scores(clean: Number, per_corruption: Mapping[str, Number],
+                      protocol: str = 'reobench',
+                      per_severity: Optional[Mapping[str, Mapping[int, Number]]] = None
+                      ) -> Dict[str, Any]:
+    """``Avg``, ``ΔTP`` (and ``mPC``, ``rPC``), overall and per category, from the
+    clean metric and the per-corruption means.
+
+    ``per_severity`` (corruption -> severity -> value) gives ``mPC`` as the mean over
+    all values; without it ``mPC`` is the mean of the per-corruption means (the same
+    number when every corruption has the same severities).
+
+    Returns ``{'overall': CategoryScores, 'per_category': {category: CategoryScores}}``.
+    """
+    clean = _check_metric(clean, 'the clean metric')
+    if not per_corruption:
+        raise ValueError('no corruption results: Avg needs at least one corruption')
+    names = corruption_order(per_corruption, protocol)
+    means = {n: _check_metric(per_corruption[n], f'the mean of {n!r}') for n in names}
+
+    def scores(members: List[str]) -> CategoryScores:
+        avg = mean(means[n] for n in members)
+        if per_severity is not None:
+            mpc = mean(v for n in members for v in per_severity[n].values())
+        else:
+            mpc = avg
+        rpc = mpc / clean if clean > 0 else math.nan
+        return CategoryScores(tuple(members), avg, clean - avg, mpc, rpc)
+
+    per_category = {}
+    for category in CATEGORIES:
+        members = [n for n in names if get_corruption(n, protocol).category == category]
+        if members:
+            per_category[category] = scores(members)
+    return {'overall': scores(names), 'per_category': per_category}
+
+
+@dataclass
+class RobustnessSummary:
+    """Everything :func:`aggregate` computes; :meth:`to_dict` is the numbers part
+    of ``results.json``.
+
+    Attributes:
+        protocol, task, metric: the corruption protocol, the task (or None) and the
+            metric's display name.
+        clean: the clean metric.
+        conditions: the validated ``condition -> ConditionResult`` map, table order.
+        corruptions: included corruptions, table order.
+        severities: the expected severities (default: every severity seen).
+        per_severity: corruption -> {severity: metric}.
+        per_corruption: corruption -> mean over its severities.
+        missing_severities: corruption -> expected severities it lacks (only
+            corruptions that lack some).
+        not_evaluated: corruptions of the protocol absent from the results.
+        avg, delta_tp, mpc, rpc: overall scores (``rpc`` is a fraction).
+        per_category: category -> :class:`CategoryScores`.
+        per_class: None, or ``{'clean': {cls: v}, 'per_corruption': {c: {cls: v}},
+            'avg': {cls: v}, 'delta_tp': {cls: v}}`` when every condition has
+            per-class values for the same classes.
+        extra: extra metric -> ``{'clean', 'per_corruption', 'avg'}`` for the extra
+            metrics every condition has.
+    """
+    protocol: str
+    task: Optional[str]
+    metric: str
+    clean: float
+    conditions: Dict[Condition, ConditionResult]
+    corruptions: Tuple[str, ...]
+    severities: Tuple[int, ...]
+    per_severity: Dict[str, Dict[int, float]]
+    per_corruption: Dict[str, float]
+    missing_severities: Dict[str, Tuple[int, ...]]
+    not_evaluated: Tuple[str, ...]
+    avg: float
+    delta_tp: float
+    mpc: float
+    rpc: float
+    per_category: Dict[str, CategoryScores]
+    per_class: Optional[Dict[str, Any]] = None
+    extra: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    def category(self, name: str) -> str:
+        """The category of corruption ``name``."""
+        return get_corruption(name, self.protocol).category
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The numbers (deterministic order, NaN as ``null``)."""
+        conditions = []
+        for cond, result in self.conditions.items():
+            row = {'condition': condition_key(cond), 'corruption': cond[0],
+                   'severity': cond[1],
+                   'category': None if cond[0] == CLEAN else self.category(cond[0])}
+            row.update(result.to_dict())
+            conditions.append(row)
+        data = {
+            'task': self.task,
+            'metric': self.metric,
+            'protocol': self.protocol,
+            'clean': self.clean,
+            'avg': self.avg,
+            'delta_tp': self.delta_tp,
+            'mpc': self.mpc,
+            'rpc': self.rpc,
+            'per_corruption': {
+                n: {'category': self.category(n), 'mean': self.per_corruption[n],
+                    'drop': self.clean - self.per_corruption[n],
+                    'severities': {str(s): v for s, v in self.per_severity[n].items()},
+                    'missing_severities': list(self.missing_severities.get(n, ()))}
+                for n in self.corruptions
+            },
+            'per_category': {c: s.to_dict() for c, s in self.per_category.items()},
+            'included': {
+                'corruptions': list(self.corruptions),
+                'severities': list(self.severities),
+                'missing_severities': {n: list(s) for n, s in self.missing_severities.items()},
+                'not_evaluated': list(self.not_evaluated),
+                'complete': not self.missing_severities and not self.not_evaluated,
+            },
+            'per_class': self.per_class,
+            'extra': self.extra,
+            'conditions': conditions,
+        }
+        return nan_to_null(data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+
+def aggregate(results: Mapping[Any, Any], protocol: str = 'reobench',
+              task: Optional[str] = None, metric: Optional[str] = None,
+              expected_severities: Optional[Sequence[int]] = None) -> RobustnessSummary:
+    """Aggregate a sweep's ``condition -> result`` map (see the module docstring).
+
+    Args:
+        results: ``{('clean', 0): r, ('cloud', 1): r, ...}``; results are
+            :class:`ConditionResult`, dicts, numbers, or evaluator metrics dicts
+            (with ``task``).
+        protocol: corruption protocol of the names.
+        task: ``'segmentation'`` / ``'detection'``; needed for raw metrics dicts,
+            and gives the metric's display name.
+        metric: display name (default: the task's, else ``'metric'``).
+        expected_severities: the severities the sweep ran (default: every severity
+            present); corruptions lacking some are listed in ``missing_severities``.
+
+    Raises:
+        ValueError: empty results, no clean condition, no corruption condition, an
+            unknown corruption, a severity outside 1..5, an expected severity
+            outside 1..5.
+    """
+    check_protocol(protocol)
+    if task is not None:
+        _task_metric(task)
+    if not results:
+        raise ValueError('empty results: nothing to aggregate')
+    conditions = normalize_results(results, protocol, task)
+    if CLEAN_CONDITION not in conditions:
+        raise ValueError("no clean condition ('clean', 0) in the results: ΔTP and rPC "
+                         'need the clean metric')
+    clean = conditions[CLEAN_CONDITION].value
+
+    per_severity: Dict[str, Dict[int, float]] = {}
+    for (name, severity), result in conditions.items():
+        if name != CLEAN:
+            per_severity.setdefault(name, {})[severity] = result.value
+    if not per_severity:
+        raise ValueError('the results hold only the clean condition: no corruption to '
+                         'aggregate')
+    corruptions = tuple(corruption_order(per_severity, protocol))
+    per_severity = {n: dict(sorted(per_severity[n].items())) for n in corruptions}
+    if expected_severities is None:
+        severities = tuple(sorted({s for v in per_severity.values() for s in v}))
+    else:
+        severities = tuple(sorted({_check_severity(s) for s in expected_severities}))
+        extra_sev = sorted({s for v in per_severity.values() for s in v} - set(severities))
+        if extra_sev:
+            raise ValueError(f'results hold severities {extra_sev} not in '
+                             f'expected_severities {list(severities)}')
+    missing = {n: tuple(s for s in severities if s not in per_severity[n])
+               for n in corruptions}
+    missing = {n: s for n, s in missing.items() if s}
+    per_corruption = {n: mean(per_severity[n].values()) for n in corruptions}
+    scores = robustness_scores(clean, per_corruption, protocol, per_severity)
+    overall = scores['overall']
+    not_evaluated = tuple(n for n in corruption_order(list_corruptions(protocol), protocol)
+                          if n not in per_severity)
+    if metric is None:
+        metric = TASK_METRICS[task].name if task else 'metric'
+    return RobustnessSummary(
+        protocol=protocol, task=task, metric=metric, clean=clean, conditions=conditions,
+        corruptions=corruptions, severities=severities, per_severity=per_severity,
+        per_corruption=per_corruption, missing_severities=missing,
+        not_evaluated=not_evaluated, avg=overall.avg, delta_tp=overall.delta_tp,
+        mpc=overall.mpc, rpc=overall.rpc, per_category=scores['per_category'],
+        per_class=_per_class_scores(conditions, corruptions),
+        extra=_extra_scores(conditions, corruptions))
+
+
+def _check_severity(severity: Any) -> int:
+    if isinstance(severity, np.integer):
+        severity = int(severity)
+    if isinstance(severity, bool) or not isinstance(severity, int) or not 1 <= severity <= 5:
+        raise ValueError(f'expected severities are integers in 1..5, got {severity!r}')
+    return severity
+
+
+def _group_means(conditions: Mapping[Condition, ConditionResult], corruptions: Sequence[str],
+                 get) -> Dict[str, Any]:
+    """Per-corruption means of ``get(result)`` (a dict of values)."""
+    out = {}
+    for name in corruptions:
+        rows = [get(r) for (n, _), r in conditions.items() if n == name]
+        out[name] = {k: mean(row[k] for row in rows) for k in rows[0]}
+    return out
+
+
+def _per_class_scores(conditions: Mapping[Condition, ConditionResult],
+                      corruptions: Sequence[str]) -> Optional[Dict[str, Any]]:
+    tables = [r.per_class for r in conditions.values()]
+    if any(t is None for t in tables):
+        return None
+    classes = list(tables[0])
+    if any(set(t) != set(classes) for t in tables):
+        return None
+    clean = dict(conditions[CLEAN_CONDITION].per_class)
+    per_corruption = _group_means(conditions, corruptions,
+                                  lambda r: {k: r.per_class[k] for k in classes})
+    avg = {k: mean(per_corruption[n][k] for n in corruptions) for k in classes}
+    return {'classes': classes, 'clean': clean, 'per_corruption': per_corruption,
+            'avg': avg, 'delta_tp': {k: clean[k] - avg[k] for k in classes}}
+
+
+def _extra_scores(conditions: Mapping[Condition, ConditionResult],
+                  corruptions: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    keys = set.intersection(*(set(r.extra) for r in conditions.values()))
+    out = {}
+    for key in sorted(keys):
+        per_corruption = {n: v[key] for n, v in _group_means(
+            conditions, corruptions, lambda r: {key: r.extra[key]}).items()}
+        out[key] = {'clean': conditions[CLEAN_CONDITION].extra[key],
+                    'per_corruption': per_corruption,
+                    'avg': mean(per_corruption.values())}
+    return out

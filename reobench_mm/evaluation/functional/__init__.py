@@ -1,0 +1,30 @@
+"""Pure statistics behind the metrics, on numpy arrays and torch tensors: no MMEngine
+runner, registry or data sample involved.
+
+- :mod:`~reobench_mm.evaluation.functional.calibration`: pixel calibration and selective
+  prediction from histograms (:class:`PixelCalibrationStats`);
+- :mod:`~reobench_mm.evaluation.functional.detection_calibration`: rotated-box matching
+  and the detection ECE;
+- :mod:`~reobench_mm.evaluation.functional.streaming`: per-process sums that leave out the
+  samples a distributed sampler repeated;
+- :mod:`~reobench_mm.evaluation.functional.temperature`: temperature scaling;
+- :mod:`~reobench_mm.evaluation.functional.representation`: CKA, token cosine and
+  participation ratio of features.
+
+Part of the evaluation layer: imports the base modules only (``fileio``).
+"""
+from .calibration import METRIC_KEYS, NLL_EPSILON, PixelCalibrationStats
+from .detection_calibration import detection_ece, match_rotated_detections, score_bin_indices
+from .representation import (DriftAccumulator, StreamingCKA, StreamingCosine,
+                             StreamingParticipationRatio, hsic_unbiased, linear_cka,
+                             token_cosine_similarity)
+from .streaming import RankSum, sum_rank_totals
+from .temperature import fit_temperature, temperature_nll
+
+__all__ = [
+    'METRIC_KEYS', 'NLL_EPSILON', 'PixelCalibrationStats', 'detection_ece',
+    'match_rotated_detections', 'score_bin_indices', 'DriftAccumulator', 'StreamingCKA',
+    'StreamingCosine', 'StreamingParticipationRatio', 'hsic_unbiased', 'linear_cka',
+    'token_cosine_similarity', 'RankSum', 'sum_rank_totals', 'fit_temperature',
+    'temperature_nll'
+]

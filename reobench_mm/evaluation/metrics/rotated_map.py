@@ -1,0 +1,147 @@
+"""MMRotate's DOTA mAP without a process pool per evaluation.
+
+MMRotate 1.x computes rotated-box mAP (``DOTAMetric`` → ``eval_rbbox_map``) with a fresh
+``spawn`` pool of 4 processes on every evaluation. Each spawned process re-imports the
+main script and torch: on a CPU this costs tens of seconds per evaluation, which
+dominates small test sets and multiplies over the 61 evaluations of a robustness sweep.
+:class:`InProcessDOTAMetric` is ``DOTAMetric`` computed in the calling process: it runs the
+same per-image TP/FP function of MMRotate in the calling process (same numbers, tested);
+``in_process=False`` keeps MMRotate's pool.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+from mmengine.evaluator import BaseMetric
+
+from ...registry import METRICS
+
+__all__ = ['InProcessDOTAMetric', 'in_process_rbbox_map']
+
+_PATCH_LOCK = threading.RLock()
+
+
+class _SerialPool:
+    """The two methods of ``multiprocessing.Pool`` that ``eval_rbbox_map`` uses."""
+
+    def starmap(self, func, iterable) -> list:
+        return list(itertools.starmap(func, iterable))
+
+    def close(self) -> None:
+        pass
+
+
+class _SerialContext:
+
+    def Pool(self, processes: Optional[int] = None) -> _SerialPool:  # noqa: N802
+        return _SerialPool()
+
+
+@contextmanager
+def in_process_rbbox_map() -> Iterator[None]:
+    """Within the block, MMRotate's ``eval_rbbox_map`` computes in this process."""
+    from mmrotate.evaluation.functional import mean_ap
+    with _PATCH_LOCK:
+        original = mean_ap.get_context
+        mean_ap.get_context = lambda method=None: _SerialContext()
+        try:
+            yield
+        finally:
+            mean_ap.get_context = original
+
+
+@contextmanager
+def _recording_eval_rbbox_map(calls: List[list]) -> Iterator[None]:
+    """Within the block, ``DOTAMetric``'s calls of ``eval_rbbox_map`` append their
+    per-class results (the list ``DOTAMetric`` discards) to ``calls``."""
+    from mmrotate.evaluation.metrics import dota_metric
+    with _PATCH_LOCK:
+        original = dota_metric.eval_rbbox_map
+
+        def recording(*args, **kwargs):
+            mean_ap, per_class = original(*args, **kwargs)
+            calls.append(per_class)
+            return mean_ap, per_class
+
+        dota_metric.eval_rbbox_map = recording
+        try:
+            yield
+        finally:
+            dota_metric.eval_rbbox_map = original
+
+
+@METRICS.register_module()
+class InProcessDOTAMetric(BaseMetric):
+    """MMRotate's ``DOTAMetric`` (same arguments, same numbers, prefix ``dota``) whose mAP
+    is computed in this process instead of a fresh pool of 4 spawned processes.
+
+    Wraps a ``DOTAMetric`` built on construction (so importing reobench_mm does not
+    import MMRotate); ``in_process=False`` keeps MMRotate's pool. With ``classwise=True``
+    (default) the metrics also hold ``'AP.<class>'``, the per-class AP that ``DOTAMetric``
+    computes and only logs (averaged over ``iou_thrs`` like ``mAP``; not with
+    ``scale_ranges``).
+    """
+    default_prefix: Optional[str] = 'dota'
+
+    def __init__(self, iou_thrs: Union[float, List[float]] = 0.5,
+                 scale_ranges: Optional[List[tuple]] = None,
+                 metric: Union[str, List[str]] = 'mAP', predict_box_type: str = 'rbox',
+                 format_only: bool = False, outfile_prefix: Optional[str] = None,
+                 merge_patches: bool = False, iou_thr: float = 0.1,
+                 eval_mode: str = '11points', in_process: bool = True,
+                 classwise: bool = True, collect_device: str = 'cpu',
+                 prefix: Optional[str] = None) -> None:
+        super().__init__(collect_device=collect_device, prefix=prefix)
+        if eval_mode not in ('11points', 'area'):
+            raise ValueError(f"eval_mode must be '11points' or 'area', got {eval_mode!r}")
+        from mmrotate.evaluation import DOTAMetric
+        self.inner = DOTAMetric(iou_thrs=iou_thrs, scale_ranges=scale_ranges, metric=metric,
+                                predict_box_type=predict_box_type, format_only=format_only,
+                                outfile_prefix=outfile_prefix, merge_patches=merge_patches,
+                                iou_thr=iou_thr, eval_mode=eval_mode,
+                                collect_device=collect_device, prefix=prefix)
+        self.in_process = in_process
+        self.classwise = classwise
+
+    @property
+    def dataset_meta(self) -> Optional[dict]:
+        return self._dataset_meta
+
+    @dataset_meta.setter
+    def dataset_meta(self, dataset_meta: dict) -> None:
+        self._dataset_meta = dataset_meta
+        self.inner.dataset_meta = dataset_meta
+
+    def process(self, data_batch: dict, data_samples: Sequence[dict]) -> None:
+        self.inner.process(data_batch, data_samples)
+        self.results.extend(self.inner.results)  # collected across ranks by BaseMetric
+        self.inner.results.clear()
+
+    def compute_metrics(self, results: list) -> dict:
+        calls: List[list] = []
+        with _recording_eval_rbbox_map(calls):
+            if self.in_process:
+                with in_process_rbbox_map():
+                    metrics = self.inner.compute_metrics(results)
+            else:
+                metrics = self.inner.compute_metrics(results)
+        if self.classwise and calls and self.inner.scale_ranges is None:
+            metrics.update(self._per_class_ap(calls))
+        return metrics
+
+    def _per_class_ap(self, calls: List[list]) -> dict:
+        """``'AP.<class>'``: the AP of each class averaged over the IoU thresholds like
+        ``mAP`` (a fraction; NaN for a class without ground truth, which ``mAP`` skips)."""
+        names = self.dataset_meta['classes']
+        out = {}
+        for index, name in enumerate(names):
+            values = [per_class[index]['ap'] for per_class in calls]
+            if any(per_class[index]['num_gts'] == 0 for per_class in calls):
+                out[f'AP.{name}'] = float('nan')
+            else:
+                out[f'AP.{name}'] = float(np.mean(values))
+        return out

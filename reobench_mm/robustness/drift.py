@@ -1,0 +1,456 @@
+"""Representation drift: how far a backbone's internal features move under a corruption.
+
+:func:`representation_drift` runs a trained segmentor or detector on the clean and on a
+corrupted copy of its test set, side by side, captures the outputs of a few backbone
+layers with forward hooks and streams clean/corrupted token pairs into the accumulators
+of :mod:`reobench_mm.evaluation.functional.representation` (minibatch linear CKA,
+token-wise cosine similarity, participation ratio of clean and corrupted features). The
+plot is :func:`~reobench_mm.analysis.plotting.plot_representation_drift`.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import os.path as osp
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..analysis.plotting import plot_representation_drift
+from ..analysis.report import make_provenance
+from ..evaluation.functional.representation import DriftAccumulator
+from ..fileio import dump_json_atomic, file_sha256
+from ..utils.config import check_corruption_args, insert_corruption
+
+__all__ = ['representation_drift', 'default_drift_work_dir', 'select_drift_layers',
+           'DriftLayer', 'layer_tokens', 'sample_token_positions', 'RESULT_FORMAT',
+           'RESULT_FILE', 'PLOT_FILE']
+
+RESULT_FORMAT = 'reobench_mm.representation_drift/1'
+RESULT_FILE = 'representation_drift.json'
+PLOT_FILE = 'representation_drift.png'
+#: Kinds of hooked layer (see :class:`DriftLayer`).
+LAYER_KINDS = ('vit_block', 'module')
+
+
+class DriftLayer:
+    """One hooked layer.
+
+    Args:
+        name: module path in the model (``'backbone.layer3'``, ``'backbone.vit.blocks.11'``).
+        module: the module.
+        kind: ``'vit_block'`` (a member of a ViT backbone's block list: ``B×N×C`` tokens
+            with ``num_prefix_tokens`` leading non-patch tokens, or channels-last
+            ``B×h×w×C`` maps as RVSA's blocks return) or ``'module'`` (anything else:
+            ``B×N×C`` tokens without prefix, or ``B×C×H×W`` maps as CNN stages return).
+        num_prefix_tokens: leading class/register tokens of a ``'vit_block'``'s
+            ``B×N×C`` output; they are dropped.
+    """
+
+    def __init__(self, name: str, module: nn.Module, kind: str,
+                 num_prefix_tokens: int = 0) -> None:
+        if kind not in LAYER_KINDS:
+            raise ValueError(f'kind must be one of {LAYER_KINDS}, got {kind!r}')
+        self.name = name
+        self.module = module
+        self.kind = kind
+        self.num_prefix_tokens = int(num_prefix_tokens) if kind == 'vit_block' else 0
+
+    def describe(self) -> Dict[str, Any]:
+        return dict(name=self.name, type=type(self.module).__name__, kind=self.kind,
+                    num_prefix_tokens=self.num_prefix_tokens)
+
+
+# ----------------------------------------------------------------------------- layers
+def _vit_block_list(backbone: nn.Module) -> Optional[Tuple[str, nn.Module, int]]:
+    """``(path, block list, prefix tokens)`` of a ViT backbone, or None."""
+    for path in ('blocks', 'vit.blocks'):
+        owner, blocks = backbone, backbone
+        for part in path.split('.'):
+            owner = blocks
+            blocks = getattr(blocks, part, None)
+        if isinstance(blocks, (nn.ModuleList, nn.Sequential)) and len(blocks):
+            prefix = getattr(owner, 'num_prefix_tokens', None)
+            if prefix is None:
+                prefix = int(getattr(owner, 'cls_token', None) is not None)
+            return path, blocks, int(prefix)
+    return None
+
+
+def _evenly_spaced(count: int, num_blocks: int) -> List[int]:
+    """``num_blocks`` indices out of ``count``, evenly spaced, ending at the last (the
+    backbones' default ``out_indices`` rule: 2, 5, 8, 11 of 12)."""
+    return [count * (k + 1) // num_blocks - 1 for k in range(num_blocks)]
+
+
+def select_drift_layers(model: nn.Module, num_blocks: int = 4,
+                        layers: Optional[Sequence[str]] = None) -> List[DriftLayer]:
+    """The layers whose outputs are compared.
+
+    Without ``layers``: ``num_blocks`` evenly spaced blocks of the backbone (the last one
+    included: blocks 2, 5, 8, 11 of 12), from
+
+    - a ViT backbone's block list (``backbone.blocks`` or ``backbone.vit.blocks``): a
+      ``B×N×C`` output drops the trunk's ``num_prefix_tokens`` (class/register tokens;
+      the class token when the trunk only has ``cls_token``), a 4-D output is
+      channels-last ``B×h×w×C`` (RVSA);
+    - a CNN backbone's stages (MMSeg/MMDet ``ResNet``: ``res_layers``,
+      ``layer1``..``layer4``): ``B×C×H×W`` maps.
+
+    ``layers`` names modules explicitly (``['backbone.layer3', 'neck.fpn_convs.0']``);
+    members of the backbone's ViT block list keep the rules above, other modules are
+    ``B×N×C`` (no prefix tokens) when their output is 3-D and ``B×C×H×W`` when 4-D.
+
+    Raises:
+        ValueError: a bad ``num_blocks``, an unknown layer name, or a backbone with
+            neither a block list nor ``res_layers`` (pass ``layers`` then).
+    """
+    if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
+        raise ValueError(f'num_blocks must be a positive integer, got {num_blocks!r}')
+    backbone = getattr(model, 'backbone', None)
+    vit = _vit_block_list(backbone) if backbone is not None else None
+    # id of each ViT block -> prefix tokens of the trunk
+    vit_members = {} if vit is None else {id(block): vit[2] for block in vit[1]}
+
+    def vit_layer(name: str, block: nn.Module) -> DriftLayer:
+        return DriftLayer(name, block, 'vit_block', vit_members[id(block)])
+
+    if layers is not None:
+        if isinstance(layers, str) or not len(layers):
+            raise ValueError(f'layers must be a non-empty list of module names, got {layers!r}')
+        modules = dict(model.named_modules())
+        selected = []
+        for name in layers:
+            if name not in modules:
+                close = [n for n in modules if n.startswith(str(name).rsplit('.', 1)[0])][:10]
+                raise ValueError(f'no module named {name!r} in the model; modules under the '
+                                 f'same parent: {close}')
+            module = modules[name]
+            selected.append(vit_layer(name, module) if id(module) in vit_members
+                            else DriftLayer(name, module, 'module'))
+        return selected
+    if backbone is None:
+        raise ValueError('the model has no `backbone`; pass `layers` explicitly')
+    if vit is not None:
+        path, blocks, _ = vit
+        if num_blocks > len(blocks):
+            raise ValueError(f'num_blocks={num_blocks} but the backbone has {len(blocks)} blocks')
+        return [vit_layer(f'backbone.{path}.{i}', blocks[i])
+                for i in _evenly_spaced(len(blocks), num_blocks)]
+    stage_names = getattr(backbone, 'res_layers', None)
+    if stage_names:
+        if num_blocks > len(stage_names):
+            raise ValueError(f'num_blocks={num_blocks} but the backbone has '
+                             f'{len(stage_names)} stages ({list(stage_names)})')
+        return [DriftLayer(f'backbone.{stage_names[i]}', getattr(backbone, stage_names[i]),
+                           'module') for i in _evenly_spaced(len(stage_names), num_blocks)]
+    raise ValueError(f'cannot find blocks in {type(backbone).__name__}: it has neither '
+                     '`blocks`/`vit.blocks` nor `res_layers`; pass `layers` explicitly')
+
+
+def layer_tokens(output: Any, layer: DriftLayer) -> torch.Tensor:
+    """A hooked output as ``B×N×C`` image tokens (float32, detached).
+
+    ``B×N×C`` → prefix tokens dropped; 4-D maps: ``B×h×w×C`` (ViT block) or ``B×C×H×W``
+    (other modules) → ``B×HW×C``, row-major positions. A tuple/list output uses its
+    first tensor.
+    """
+    if isinstance(output, (tuple, list)):
+        output = next((o for o in output if isinstance(o, torch.Tensor)), None)
+    if not isinstance(output, torch.Tensor):
+        raise ValueError(f'layer {layer.name!r} returned {type(output).__name__}, '
+                         'expected a tensor')
+    x = output.detach().float()
+    if x.ndim == 3:
+        return x[:, layer.num_prefix_tokens:]
+    if x.ndim == 4:
+        if layer.kind == 'vit_block':
+            return x.flatten(1, 2)  # channels-last B×h×w×C
+        return x.flatten(2).transpose(1, 2)  # B×C×H×W
+    raise ValueError(f'layer {layer.name!r} returned a {x.ndim}-D tensor of shape '
+                     f'{tuple(x.shape)}; expected B×N×C or a 4-D map')
+
+
+def sample_token_positions(num_tokens: int, tokens_per_image: int, seed: int,
+                           image_index: int) -> Optional[np.ndarray]:
+    """Token positions kept for one image: all (None) when ``num_tokens <=
+    tokens_per_image``, else ``tokens_per_image`` sorted distinct positions drawn by a
+    generator seeded with ``(seed, image_index, num_tokens)``, so clean and corrupted
+    features of an image use the same positions whatever the batch size."""
+    if num_tokens <= tokens_per_image:
+        return None
+    rng = np.random.default_rng([int(seed), int(image_index), int(num_tokens)])
+    return np.sort(rng.choice(num_tokens, size=tokens_per_image, replace=False))
+
+
+# ----------------------------------------------------------------------------- running
+class _Capture:
+    """Forward hooks that keep the latest output of each layer."""
+
+    def __init__(self, layers: Sequence[DriftLayer]) -> None:
+        self.layers = list(layers)
+        self.outputs: Dict[str, Any] = {}
+        self.handles = []
+
+    def __enter__(self) -> '_Capture':
+        for layer in self.layers:
+            self.handles.append(layer.module.register_forward_hook(self._hook(layer.name)))
+        return self
+
+    def _hook(self, name: str):
+        def hook(module, inputs, output):
+            self.outputs[name] = output
+        return hook
+
+    def __exit__(self, *exc) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
+def _check_positive(name: str, value: Any, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f'{name} must be a positive integer{" or None" if allow_none else ""}, '
+                         f'got {value!r}')
+
+
+def _build_loader(cfg, corruption: str, severity: int, seed: int):
+    from mmengine.runner import Runner
+    cfg = copy.deepcopy(cfg)
+    insert_corruption(cfg, corruption, severity, seed=seed)
+    loader_cfg = copy.deepcopy(cfg.test_dataloader)
+    loader_cfg.num_workers = 0
+    loader_cfg.persistent_workers = False
+    loader_cfg.sampler = dict(type='DefaultSampler', shuffle=False)
+    return Runner.build_dataloader(loader_cfg, seed=seed)
+
+
+def _sample_paths(batch: dict) -> List[Optional[str]]:
+    samples = batch.get('data_samples') or []
+    return [getattr(s, 'metainfo', {}).get('img_path') for s in samples]
+
+
+def _forward_tokens(model: nn.Module, batch: dict, capture: _Capture,
+                    layers: Sequence[DriftLayer]) -> Dict[str, torch.Tensor]:
+    data = model.data_preprocessor(batch, False)
+    capture.outputs.clear()
+    if hasattr(model, 'extract_feat'):
+        model.extract_feat(data['inputs'])
+    else:
+        model.backbone(data['inputs'])
+    missing = [layer.name for layer in layers if layer.name not in capture.outputs]
+    if missing:
+        raise ValueError(f'layers {missing} did not run in the forward pass (e.g. ViT '
+                         'blocks after the last of `out_indices`); choose others with `layers`')
+    return {layer.name: layer_tokens(capture.outputs[layer.name], layer) for layer in layers}
+
+
+def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], corruption: str,
+                   severity: int, seed: int, tokens_per_image: int,
+                   max_images: Optional[int], images_per_minibatch: int) -> Dict[str, Any]:
+    """Stream one condition: clean and corrupted loaders in lockstep, clean recomputed."""
+    clean_loader = _build_loader(cfg, 'clean', 0, seed)
+    corrupted_loader = _build_loader(cfg, corruption, severity, seed)
+    accumulators = {layer.name: DriftAccumulator(images_per_minibatch) for layer in layers}
+    token_counts: Dict[str, int] = {}
+    image_index = 0
+    with _Capture(layers) as capture:
+        for clean_batch, corrupted_batch in zip(clean_loader, corrupted_loader):
+            clean_paths, corrupted_paths = _sample_paths(clean_batch), _sample_paths(
+                corrupted_batch)
+            if clean_paths != corrupted_paths:
+                raise RuntimeError(f'clean and corrupted loaders are out of step: '
+                                   f'{clean_paths} vs {corrupted_paths}')
+            clean = _forward_tokens(model, clean_batch, capture, layers)
+            corrupted = _forward_tokens(model, corrupted_batch, capture, layers)
+            batch_size = next(iter(clean.values())).shape[0]
+            keep = batch_size if max_images is None else min(batch_size,
+                                                            max_images - image_index)
+            for layer in layers:
+                a, b = clean[layer.name], corrupted[layer.name]
+                if a.shape != b.shape:
+                    raise RuntimeError(f'layer {layer.name!r}: clean features {tuple(a.shape)} '
+                                       f'and corrupted features {tuple(b.shape)} differ in '
+                                       'shape (the corruption changed the image size?)')
+                token_counts[layer.name] = a.shape[1]
+                for i in range(keep):
+                    positions = sample_token_positions(a.shape[1], tokens_per_image, seed,
+                                                       image_index + i)
+                    sample_a, sample_b = a[i], b[i]
+                    if positions is not None:
+                        index = torch.from_numpy(positions)
+                        sample_a, sample_b = sample_a[index], sample_b[index]
+                    accumulators[layer.name].update(sample_a[None], sample_b[None])
+            image_index += keep
+            if max_images is not None and image_index >= max_images:
+                break
+    if image_index == 0:
+        raise ValueError('the test dataloader yielded no images')
+    blocks = {}
+    for layer in layers:
+        result = accumulators[layer.name].result()
+        result['tokens_per_image'] = min(tokens_per_image, token_counts[layer.name])
+        result['tokens_available'] = token_counts[layer.name]
+        blocks[layer.name] = result
+    return dict(num_images=image_index, blocks=blocks)
+
+
+# ----------------------------------------------------------------------------- API
+def default_drift_work_dir(config: str) -> str:
+    """``work_dirs/representation_drift/<config file stem>``."""
+    return osp.join('work_dirs', 'representation_drift', osp.splitext(osp.basename(config))[0])
+
+
+def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str],
+                         severities: Sequence[int], seed: int = 0, num_blocks: int = 4,
+                         tokens_per_image: int = 256, max_images: Optional[int] = None,
+                         cfg_options: Optional[dict] = None, work_dir: Optional[str] = None,
+                         layers: Optional[Sequence[str]] = None,
+                         images_per_minibatch: int = 8) -> Dict[str, Any]:
+    """Compare a backbone's features on clean and corrupted test images.
+
+    For every ``corruption × severity`` the clean and the corrupted test dataloaders
+    (same images, index order, ``num_workers=0``) are iterated in lockstep; each batch
+    goes through ``model.data_preprocessor`` and ``model.extract_feat`` with forward hooks
+    on the selected layers (:func:`select_drift_layers`). Each image's layer output becomes
+    ``N`` image tokens (:func:`layer_tokens`; ViT prefix tokens dropped, CNN maps
+    flattened), of which ``tokens_per_image`` positions are kept
+    (:func:`sample_token_positions`: seeded by ``(seed, image index, N)``, identical for
+    the clean and the corrupted image, independent of the batch size). Per layer and
+    condition:
+
+    - ``cka``: minibatch linear CKA (unbiased HSIC); a minibatch holds the kept tokens
+      of ``images_per_minibatch`` consecutive images, so tokens are compared both within
+      and across images;
+    - ``cosine``: per token, the cosine of its clean and corrupted feature vectors,
+      averaged over the image's kept tokens, then over images;
+    - ``pr_clean``, ``pr_corrupted``: participation ratio of the kept tokens' feature
+      covariance.
+
+    Memory does not grow with the dataset: only the accumulators' sums (``d×d`` float64
+    per layer for the participation ratio) and one CKA minibatch of tokens are kept.
+    Clean features are recomputed for every condition rather than cached, which doubles
+    the forward passes but keeps memory bounded. Images of different sizes batched
+    together are padded by the data preprocessor and the padding is part of the tokens;
+    use ``test_dataloader.batch_size=1`` for such data.
+
+    Geometric corruptions (rotate, scale, translate) move pixels, so the token-wise
+    cosine compares features of different places of the scene and drops even for a
+    perfectly equivariant model. CKA compares the similarity structure of the token
+    set rather than single vectors (it is invariant to rotations and isotropic scaling
+    of the feature space, the cosine is not), but its rows are paired by position too:
+    after a rotation the clean and corrupted rows describe different places and CKA
+    falls towards 0 (the 10-iteration demo UperNet gives CKA ≈ 0.01 and cosine ≈ 0.7
+    under ``rotate``, the cosine held up by the shared mean of ReLU features). Read
+    geometric conditions as "how much do the features at a fixed position change", not
+    as a loss of representation quality; the participation ratios do not pair
+    positions.
+
+    Args:
+        config: config file. checkpoint: trained weights (loaded strictly).
+        corruptions: corruption names of the ``reobench`` protocol (``'clean'`` gives
+            the clean-vs-clean reference: CKA 1, cosine 1).
+        severities: severities 0..5. ``'clean'`` or severity 0 is one condition
+            named ``'clean'`` (severity 0), evaluated once.
+        seed: seed of the corruption draws and of the token positions.
+        num_blocks: evenly spaced backbone blocks/stages to compare.
+        tokens_per_image: tokens kept per image and layer (all when fewer).
+        max_images: compare only the first ``max_images`` test images.
+        cfg_options: config overrides (``merge_from_dict``).
+        work_dir: output folder for ``representation_drift.json`` and
+            ``representation_drift.png`` (default ``work_dirs/representation_drift/<config
+            stem>``).
+        layers: explicit module names instead of the automatic choice.
+        images_per_minibatch: images whose tokens form one CKA minibatch.
+
+    Returns:
+        The document written to ``representation_drift.json``: ``format``, ``blocks``
+        (name, type, kind, prefix tokens), ``settings``, ``conditions`` (one per
+        corruption × severity: ``condition``, ``corruption``, ``severity``,
+        ``num_images``, ``blocks: {name: {cka, cosine, pr_clean, pr_corrupted,
+        num_samples, num_tokens, num_minibatches, dim, tokens_per_image,
+        tokens_available}}``), ``provenance`` and ``files``.
+    """
+    from mmengine.config import Config
+    from mmengine.logging import print_log
+    from mmengine.registry import MODELS, init_default_scope
+    from mmengine.runner import load_checkpoint
+
+    import reobench_mm  # noqa: F401  (registers the package's modules)
+
+    if isinstance(corruptions, str) or not corruptions:
+        raise ValueError(f'corruptions must be a non-empty list of names, got {corruptions!r}')
+    if isinstance(severities, (str, int)) or not severities:
+        raise ValueError(f'severities must be a non-empty list of integers 0..5, got '
+                         f'{severities!r}')
+    conditions = []
+    for corruption in corruptions:
+        for severity in severities:
+            settings = check_corruption_args(corruption, severity, seed)
+            condition = (settings['corruption'], settings['severity'])
+            if condition[0] == 'clean' or condition[1] == 0:
+                condition = ('clean', 0)
+            if condition not in conditions:
+                conditions.append(condition)
+    _check_positive('tokens_per_image', tokens_per_image)
+    _check_positive('max_images', max_images, allow_none=True)
+    _check_positive('images_per_minibatch', images_per_minibatch)
+    if not osp.isfile(checkpoint):
+        raise FileNotFoundError(f'checkpoint {checkpoint!r} does not exist')
+    if work_dir is None:
+        work_dir = default_drift_work_dir(config)
+
+    cfg = Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    init_default_scope(cfg.get('default_scope'))
+    model = MODELS.build(cfg.model)
+    load_checkpoint(model, checkpoint, map_location='cpu', strict=True,
+                    logger='current')
+    model.eval()
+    selected = select_drift_layers(model, num_blocks=num_blocks, layers=layers)
+
+    results = []
+    with torch.no_grad():
+        for corruption, severity in conditions:
+            outcome = _run_condition(model, cfg, selected, corruption, severity, int(seed),
+                                     int(tokens_per_image), max_images,
+                                     int(images_per_minibatch))
+            name = 'clean' if corruption == 'clean' else f'{corruption}@{severity}'
+            results.append(dict(condition=name, corruption=corruption, severity=severity,
+                                **outcome))
+            print_log(f'representation drift {name}: CKA ' + ', '.join(
+                f'{k} {"n/a" if v["cka"] is None else round(v["cka"], 4)}'
+                for k, v in outcome['blocks'].items()), logger='current')
+
+    block_info = [layer.describe() for layer in selected]
+    provenance = make_provenance(config=config, config_text=cfg.pretty_text,
+                                 checkpoint=checkpoint,
+                                 checkpoint_sha256=file_sha256(checkpoint), seed=int(seed))
+    provenance['blocks'] = [layer.name for layer in selected]
+    provenance['cfg_options'] = json.loads(json.dumps(dict(cfg_options or {}), default=repr))
+    document = dict(
+        format=RESULT_FORMAT,
+        blocks=block_info,
+        settings=dict(corruptions=list(dict.fromkeys(c for c, _ in conditions)),
+                      severities=[int(s) for s in severities], num_blocks=num_blocks,
+                      layers=None if layers is None else list(layers),
+                      tokens_per_image=int(tokens_per_image),
+                      max_images=None if max_images is None else int(max_images),
+                      images_per_minibatch=int(images_per_minibatch),
+                      cosine='token-wise cosine, mean over an image\'s kept tokens, '
+                             'then over images',
+                      cka='minibatch linear CKA (unbiased HSIC), mean HSICs over '
+                          'minibatches of images_per_minibatch images\' tokens'),
+        conditions=results,
+        provenance=provenance,
+        files=dict(results=RESULT_FILE, plot=PLOT_FILE))
+    os.makedirs(work_dir, exist_ok=True)
+    dump_json_atomic(document, osp.join(work_dir, RESULT_FILE))
+    plot_representation_drift(document, osp.join(work_dir, PLOT_FILE))
+    return document

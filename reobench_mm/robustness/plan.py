@@ -1,0 +1,111 @@
+"""What a robustness sweep evaluates: the selection of corruptions and severities, the
+list of conditions (clean first) and its shards.
+
+A sharded sweep (``shard=(i, n)``) evaluates the conditions ``i, i + n, i + 2n, ...`` of
+the full list (:func:`shard_conditions`); the clean condition is the first, so it belongs
+to shard 0. Nothing here reads or writes files.
+"""
+from __future__ import annotations
+
+import os.path as osp
+from typing import List, Optional, Sequence, Tuple, Union
+
+from ..corruptions import GROUPS, PROTOCOLS, list_corruptions
+from ..corruptions import resolve_corruptions as _resolve_names
+from ..corruptions.base import check_severity
+from .store import SweepError
+
+__all__ = [
+    'Condition', 'CLEAN_CONDITION', 'select_corruptions', 'select_severities',
+    'sweep_conditions', 'parse_shard', 'shard_conditions', 'default_sweep_work_dir',
+    'condition_key'
+]
+
+Condition = Tuple[str, int]
+CLEAN_CONDITION: Condition = ('clean', 0)
+
+
+def select_corruptions(names: Optional[Sequence[str]], protocol: str = 'reobench') -> List[str]:
+    """Corruption names and groups (``all``, ``environmental``, ``sensor``, ``geometric``,
+    ``appearance``) expanded, in the order given; ``None`` is every corruption of the
+    protocol.
+
+    Raises:
+        SweepError: unknown protocol or name (the message lists the valid ones), or an
+            empty selection.
+    """
+    if protocol not in PROTOCOLS:
+        raise SweepError(f'unknown protocol {protocol!r}; valid: {list(PROTOCOLS)}')
+    if names is None:
+        names = ['all']
+    if isinstance(names, str):
+        names = [names]
+    names = list(names)
+    valid = list_corruptions(protocol)
+    unknown = [n for n in names if n not in valid and n not in GROUPS]
+    if unknown:
+        raise SweepError(f'unknown corruption name(s) {unknown} for protocol {protocol!r}; '
+                         f'valid: {valid}; groups: {list(GROUPS)}')
+    selected = _resolve_names(names, protocol) if names else []
+    if not selected:
+        raise SweepError('empty selection: no corruption to evaluate (give names or groups, '
+                         f'e.g. {valid[:2]} or "all")')
+    return selected
+
+
+def select_severities(severities: Optional[Sequence[int]]) -> List[int]:
+    """Severities 1..5, sorted and without duplicates (``None``: all five)."""
+    if severities is None:
+        return [1, 2, 3, 4, 5]
+    out = []
+    for severity in severities:
+        try:
+            severity = check_severity(severity, allow_zero=False)
+        except ValueError as error:
+            raise SweepError(f'{error}; the clean condition always runs') from None
+        if severity not in out:
+            out.append(severity)
+    if not out:
+        raise SweepError('empty selection: no severity to evaluate (give some of 1..5)')
+    return sorted(out)
+
+
+def sweep_conditions(corruptions: Sequence[str], severities: Sequence[int]) -> List[Condition]:
+    """The full condition list: clean first, then corruption by corruption, severity by
+    severity."""
+    return [CLEAN_CONDITION] + [(c, s) for c in corruptions for s in severities]
+
+
+def parse_shard(shard: Union[None, str, Sequence[int]]) -> Optional[Tuple[int, int]]:
+    """``'i/n'`` (or ``(i, n)``) -> ``(i, n)`` with ``0 <= i < n``; None stays None."""
+    if shard is None:
+        return None
+    if isinstance(shard, str):
+        index, sep, count = shard.partition('/')
+        if not sep or not index.strip().isdigit() or not count.strip().isdigit():
+            raise SweepError(f"a shard is 'i/n' (e.g. '0/4'), got {shard!r}")
+        shard = (int(index), int(count))
+    index, count = shard
+    if count < 1 or not 0 <= index < count:
+        raise SweepError(f'shard {index}/{count}: need n >= 1 and 0 <= i < n')
+    return int(index), int(count)
+
+
+def shard_conditions(conditions: Sequence[Condition],
+                     shard: Optional[Tuple[int, int]]) -> List[Condition]:
+    """Every n-th condition starting at i (all of them without a shard)."""
+    if shard is None:
+        return list(conditions)
+    index, count = shard
+    return list(conditions)[index::count]
+
+
+def default_sweep_work_dir(config: str) -> str:
+    """``work_dirs/robustness/<config file stem>``."""
+    return osp.join('work_dirs', 'robustness', osp.splitext(osp.basename(config))[0])
+
+
+def condition_key(condition: Condition) -> str:
+    """``'clean'`` or ``'<corruption>@<severity>'`` (the key of a condition's record)."""
+    name, severity = condition
+    return 'clean' if name == 'clean' else f'{name}@{severity}'

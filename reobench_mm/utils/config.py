@@ -1,0 +1,441 @@
+"""Config preparation behind ``tools/train.py`` and ``tools/test.py``.
+
+The tools only parse arguments; everything they do to a config lives here so that
+it can be used (and tested) from Python:
+
+- :func:`use_corruption_loop` sets the config's test loop to ``CorruptionTestLoop``
+  with a condition, the one way to set a config's corruption that every test entry
+  point honours (the loop places the ``ApplyCorruption`` step when it is built);
+- :func:`insert_corruption` puts one ``ApplyCorruption`` into the test pipelines
+  of a config at the right place (or updates, and if misplaced moves, the one there);
+- :func:`corruption_settings` reads back what a config's test run applies,
+  :func:`corruption_tag` turns it into a file-name tag, :func:`tagged_path` adds
+  that tag to a path;
+- :func:`prepare_train_config` / :func:`prepare_test_config` apply the command-line
+  options the way MMSegmentation's and MMRotate's own tools do;
+- :func:`infer_task`, :func:`default_work_dir`.
+
+Every config the tools load gets ``custom_imports`` of the package
+(:func:`reobench_mm.registry.ensure_custom_imports`).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import os.path as osp
+from typing import List, NamedTuple, Optional, Tuple
+
+from mmengine.config import Config, ConfigDict
+from mmengine.logging import print_log
+
+from ..corruptions import PROTOCOLS, get_corruption
+from ..corruptions.base import check_severity
+from ..corruptions.geometric import BORDER_MODES
+from ..registry import ensure_custom_imports
+from ..transforms.placement import (CLEAN_SETTINGS, CONDITION_KEYS, CORRUPTION_META_KEYS,
+                                    Placement, check_condition_pair, dataset_pipelines,
+                                    is_corruption_step, is_image_loading_name,
+                                    place_condition, transform_name)
+
+__all__ = [
+    'CORRUPTION_DEFAULTS', 'CORRUPTION_META_KEYS', 'CORRUPTION_LOOP', 'SEGMENTATION',
+    'ROTATED_DETECTION', 'infer_task', 'default_work_dir', 'check_corruption_args',
+    'insert_corruption', 'use_corruption_loop', 'use_plain_test_loop',
+    'corruption_loop_settings', 'corruption_settings', 'check_no_corruption_cfg',
+    'corruption_tag', 'tagged_path', 'get_test_pipelines', 'prepare_train_config',
+    'prepare_test_config', 'PreparedTest'
+]
+
+SEGMENTATION = 'segmentation'
+ROTATED_DETECTION = 'rotated_detection'
+TASK_OF_SCOPE = {'mmseg': SEGMENTATION, 'mmrotate': ROTATED_DETECTION,
+                 'mmdet': ROTATED_DETECTION}
+#: Settings of a clean run.
+CORRUPTION_DEFAULTS = CLEAN_SETTINGS
+#: The registered test loop that evaluates under a condition.
+CORRUPTION_LOOP = 'CorruptionTestLoop'
+
+
+# ----------------------------------------------------------------------------- task, work dir
+
+def infer_task(cfg: Config) -> str:
+    """``'segmentation'`` or ``'rotated_detection'``, from the config's ``default_scope``
+    (``mmseg`` vs ``mmrotate``/``mmdet``), else from the test pipeline's packing step."""
+    scope = cfg.get('default_scope')
+    if scope in TASK_OF_SCOPE:
+        return TASK_OF_SCOPE[scope]
+    for _, pipeline in dataset_pipelines(cfg.get('test_dataloader', {}).get('dataset')):
+        for step in pipeline:
+            name = transform_name(step)
+            if name == 'PackSegInputs':
+                return SEGMENTATION
+            if name == 'PackDetInputs':
+                return ROTATED_DETECTION
+    raise ValueError(f'cannot tell the task of this config: default_scope is {scope!r} '
+                     f'(expected one of {sorted(TASK_OF_SCOPE)}) and the test pipeline has '
+                     'neither PackSegInputs nor PackDetInputs')
+
+
+def default_work_dir(config_path: str) -> str:
+    """``work_dirs/<config file stem>``, as the toolboxes' own tools choose."""
+    return osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
+
+
+# ----------------------------------------------------------------------------- pipelines
+
+def get_test_pipelines(cfg: Config) -> List[Tuple[str, list]]:
+    """The config's test pipelines as ``(key, pipeline list)``: every image-loading
+    pipeline of ``test_dataloader.dataset`` (wrappers included) and, when present,
+    the top-level ``test_pipeline``. The lists are the config's own (edit in place).
+
+    Raises:
+        ValueError: the config has no ``test_dataloader`` or no image-loading pipeline in it.
+    """
+    loader = cfg.get('test_dataloader')
+    if not isinstance(loader, dict) or not isinstance(loader.get('dataset'), dict):
+        raise ValueError('the config has no test_dataloader with a dataset; a test run '
+                         'needs test_dataloader=dict(dataset=dict(..., pipeline=[...]))')
+    found = [(f'test_dataloader.{key}', p) for key, p in dataset_pipelines(loader.dataset)]
+    if not found:
+        raise ValueError('the config has no test pipeline: test_dataloader.dataset (and the '
+                         'datasets it wraps) has no pipeline with an image-loading step '
+                         '(e.g. LoadImageFromFile)')
+    top = cfg.get('test_pipeline')
+    if isinstance(top, list) and any(is_image_loading_name(transform_name(s)) for s in top):
+        found.append(('test_pipeline', top))
+    return found
+
+
+def check_corruption_args(corruption: str, severity: int, seed: int = 0,
+                          protocol: str = 'reobench', border: str = 'reflect') -> dict:
+    """Validate corruption settings; return them as a dict (the keys of
+    ``ApplyCorruption`` / ``corruption_cfg``).
+
+    Raises:
+        KeyError: unknown corruption (the message lists the valid names).
+        ValueError: unknown protocol or border, severity outside 0..5, seed not an int.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f'unknown protocol {protocol!r}; valid: {list(PROTOCOLS)}')
+    if corruption != 'clean':
+        get_corruption(corruption, protocol)
+    severity = check_severity(severity)
+    if border not in BORDER_MODES:
+        raise ValueError(f'border must be one of {list(BORDER_MODES)}, got {border!r}')
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f'seed must be an integer, got {seed!r}')
+    return dict(corruption=corruption, severity=severity, seed=seed, protocol=protocol,
+                border=border)
+
+
+def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0,
+                      protocol: str = 'reobench', border: str = 'reflect',
+                      geometric: Optional[bool] = None,
+                      override: bool = True) -> List[Placement]:
+    """Make the config's test pipelines apply one corruption (in place).
+
+    In every test pipeline (:func:`get_test_pipelines`) an ``ApplyCorruption`` step that is
+    already there gets these settings (its other options are kept), or one is inserted
+    where it belongs; a misplaced one is moved there and the move is logged (see
+    :mod:`reobench_mm.transforms.placement`). ``corruption``/``severity`` are added to the
+    packing transform's ``meta_keys``. ``corruption='clean'`` or ``severity=0`` makes the
+    step a no-op. A ``CorruptionTestLoop`` in ``test_cfg`` gets the same condition (it
+    would otherwise set its own when built); another test loop is left as it is (see
+    :func:`use_corruption_loop`).
+
+    Args:
+        geometric: place the step for geometric corruptions (after the annotation
+            loading) even when this condition is not one, e.g. for a sweep that switches
+            to one later. Default: whether ``corruption`` is geometric.
+        override: replace the condition of an ``ApplyCorruption`` step that names
+            another one (default); otherwise that is a ``ValueError`` (two places of the
+            config name different conditions).
+
+    Returns:
+        One :class:`~reobench_mm.transforms.placement.Placement` per pipeline.
+
+    Raises:
+        KeyError: unknown corruption. ValueError: bad severity/protocol/border, no test
+        pipeline, or a pipeline with more than one ``ApplyCorruption``.
+    """
+    settings = check_corruption_args(corruption, severity, seed, protocol, border)
+    pipelines = get_test_pipelines(cfg)
+    edited = [copy.deepcopy(list(pipeline)) for _, pipeline in pipelines]
+    placements = [place_condition(dict(dataset=dict(pipeline=pipeline)), settings,
+                                  cfg.get('default_scope'), geometric, override)[0]
+                  for pipeline in edited]  # all checked before any is changed
+    for (key, pipeline), new, placement in zip(pipelines, edited, placements):
+        pipeline[:] = new
+        if placement.moved_from is not None:
+            print_log(f'{key}: {placement.describe()}', logger='current',
+                      level=logging.WARNING)
+    if corruption_loop_settings(cfg) is not None:
+        cfg.test_cfg.update(settings)
+    return placements
+
+
+def corruption_loop_settings(cfg: Config) -> Optional[dict]:
+    """The condition of a ``CorruptionTestLoop`` test loop (defaults filled in), or None
+    when ``test_cfg`` is another loop or a ``CorruptionTestLoop`` without a condition
+    (which runs the pipeline as it is written).
+
+    Raises:
+        ValueError: unknown keys, a corruption without a severity (or the reverse),
+            settings without a corruption, bad values.
+    """
+    loop = cfg.get('test_cfg') or {}
+    if _loop_type(loop) != CORRUPTION_LOOP:
+        return None
+    unknown = set(loop) - {'type', 'fp16', *CONDITION_KEYS}
+    if unknown:
+        raise ValueError(f'unknown test_cfg keys {sorted(unknown)} for {CORRUPTION_LOOP}; '
+                         f'valid: {["fp16", *CONDITION_KEYS]}')
+    check_condition_pair(loop.get('corruption'), loop.get('severity'), 'test_cfg')
+    if loop.get('corruption') is None:
+        given = [f'test_cfg.{k}' for k in CONDITION_KEYS if loop.get(k) is not None]
+        if given:
+            raise ValueError(f'{", ".join(given)} given without test_cfg.corruption')
+        return None
+    settings = dict(CORRUPTION_DEFAULTS)
+    settings.update({k: loop[k] for k in CONDITION_KEYS if loop.get(k) is not None})
+    return check_corruption_args(**settings)
+
+
+def _loop_type(loop: dict) -> str:
+    kind = loop.get('type', 'TestLoop')
+    return kind.rsplit('.', 1)[-1] if isinstance(kind, str) else getattr(kind, '__name__', '')
+
+
+def _test_loop_options(cfg: Config) -> dict:
+    """``test_cfg`` without its type and condition, after checking that it is a
+    ``TestLoop`` or a ``CorruptionTestLoop``."""
+    loop = dict(cfg.get('test_cfg') or {})
+    if _loop_type(loop) not in ('TestLoop', CORRUPTION_LOOP):
+        raise ValueError(f'a corruption needs test_cfg of type TestLoop or {CORRUPTION_LOOP}; '
+                         f'this config has test_cfg.type={loop.get("type")!r}')
+    return {k: v for k, v in loop.items() if k != 'type' and k not in CONDITION_KEYS}
+
+
+def use_corruption_loop(cfg: Config, settings: dict) -> None:
+    """Make ``test_cfg`` a ``CorruptionTestLoop`` with the condition ``settings``, keeping
+    its other options (e.g. ``fp16``).
+
+    Raises:
+        ValueError: ``test_cfg`` is a loop other than ``TestLoop``/``CorruptionTestLoop``.
+    """
+    cfg.test_cfg = ConfigDict(type=CORRUPTION_LOOP, **_test_loop_options(cfg),
+                              **check_corruption_args(**settings))
+
+
+def use_plain_test_loop(cfg: Config) -> None:
+    """Make ``test_cfg`` MMEngine's ``TestLoop`` (a ``CorruptionTestLoop``'s condition is
+    dropped, other options kept), for callers that switch the corruption steps of the
+    built pipeline themselves."""
+    cfg.test_cfg = ConfigDict(type='TestLoop', **_test_loop_options(cfg))
+
+
+def corruption_settings(cfg: Config) -> dict:
+    """What a test run of the config applies: the condition of its ``CorruptionTestLoop``,
+    else the settings of the test pipeline's ``ApplyCorruption`` step; clean settings
+    when there is none or the step is a no-op."""
+    settings = corruption_loop_settings(cfg)
+    if settings is None:
+        _, pipeline = get_test_pipelines(cfg)[0]
+        steps = [step for step in pipeline if is_corruption_step(step)]
+        settings = dict(CORRUPTION_DEFAULTS)
+        if steps:
+            settings.update({k: steps[0][k] for k in CORRUPTION_DEFAULTS if k in steps[0]})
+    if settings['corruption'] == 'clean' or settings['severity'] == 0:
+        settings = dict(CORRUPTION_DEFAULTS)
+    return settings
+
+
+def check_no_corruption_cfg(cfg: Config) -> None:
+    """Refuse configs that set ``corruption_cfg``: no entry point reads such a variable, so
+    a run would report clean numbers while the config says otherwise."""
+    if cfg.get('corruption_cfg') is not None:
+        raise ValueError(
+            'this config sets corruption_cfg, which nothing reads: set the condition as '
+            f"test_cfg=dict(type='{CORRUPTION_LOOP}', corruption=..., severity=...) (or "
+            '--cfg-options test_cfg.corruption=NAME test_cfg.severity=K, or --corruption '
+            'NAME --severity K) and remove corruption_cfg')
+
+
+def corruption_tag(corruption: str = 'clean', severity: int = 0, seed: int = 0,
+                   protocol: str = 'reobench', border: str = 'reflect') -> str:
+    """A file-name tag: ``clean`` or ``{corruption}_s{severity}``; a non-default protocol
+    is prefixed, a non-zero seed and a constant border (geometric ones) are appended:
+    ``geofm_calibration_motion_blur_s3``, ``rotate_s2_constant_seed1``."""
+    if corruption == 'clean' or severity == 0:
+        return 'clean'
+    tag = f'{corruption}_s{severity}'
+    if protocol != CORRUPTION_DEFAULTS['protocol']:
+        tag = f'{protocol}_{tag}'
+    if border != CORRUPTION_DEFAULTS['border'] and get_corruption(corruption,
+                                                                  protocol).moves_labels:
+        tag = f'{tag}_{border}'
+    if seed != 0:
+        tag = f'{tag}_seed{seed}'
+    return tag
+
+
+def tagged_path(path: str, tag: str, is_dir: bool = False) -> str:
+    """``preds.pkl`` -> ``preds_{tag}.pkl``; a folder ``out/`` -> ``out_{tag}``."""
+    path = path.rstrip('/\\') or path
+    stem, ext = (path, '') if is_dir else osp.splitext(path)
+    return f'{stem}_{tag}{ext}'
+
+
+# ----------------------------------------------------------------------------- the tools
+
+def _load(config: str, cfg_options: Optional[dict], launcher: str) -> Config:
+    cfg = Config.fromfile(config)
+    cfg.launcher = launcher
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    ensure_custom_imports(cfg)
+    return cfg
+
+
+def _set_work_dir(cfg: Config, config: str, work_dir: Optional[str]) -> None:
+    # CLI > the config's own work_dir > work_dirs/<config stem>
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = default_work_dir(config)
+
+
+def _check_checkpoint(path: str, what: str) -> None:
+    if '://' not in path and not osp.isfile(path):
+        raise FileNotFoundError(f'{what} {path!r} does not exist')
+
+
+def prepare_train_config(config: str, work_dir: Optional[str] = None,
+                         resume: Optional[str] = None, amp: bool = False,
+                         auto_scale_lr: bool = False, cfg_options: Optional[dict] = None,
+                         launcher: str = 'none') -> Config:
+    """The training config as ``tools/train.py`` runs it.
+
+    Args:
+        resume: None (start anew), ``'auto'`` (the latest checkpoint in the work dir)
+            or a checkpoint path.
+        amp: switch an ``OptimWrapper`` to ``AmpOptimWrapper`` with dynamic loss scale.
+        auto_scale_lr: enable the config's ``auto_scale_lr``.
+    """
+    cfg = _load(config, cfg_options, launcher)
+    _set_work_dir(cfg, config, work_dir)
+    if amp:
+        wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
+        if wrapper == 'AmpOptimWrapper':
+            logging.getLogger(__name__).warning('AMP training is already enabled in the config')
+        elif wrapper != 'OptimWrapper':
+            raise ValueError(f'--amp needs optim_wrapper.type="OptimWrapper", got {wrapper!r}')
+        else:
+            cfg.optim_wrapper.type = 'AmpOptimWrapper'
+            cfg.optim_wrapper.loss_scale = 'dynamic'
+    if auto_scale_lr:
+        if not {'enable', 'base_batch_size'} <= set(cfg.get('auto_scale_lr') or {}):
+            raise ValueError('--auto-scale-lr needs auto_scale_lr=dict(enable=..., '
+                             'base_batch_size=...) in the config')
+        cfg.auto_scale_lr.enable = True
+    if resume is None:
+        cfg.resume = False
+    elif resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    else:
+        _check_checkpoint(resume, 'checkpoint to resume from')
+        cfg.resume = True
+        cfg.load_from = resume
+    return cfg
+
+
+class PreparedTest(NamedTuple):
+    """What :func:`prepare_test_config` returns."""
+    cfg: Config
+    task: str  # 'segmentation' or 'rotated_detection'
+    corruption: dict  # the settings the test pipeline applies
+    tag: str  # corruption_tag(**corruption)
+    metrics_file: str  # {work_dir}/metrics_{tag}.json
+    dump_file: Optional[str]  # detection --out: the tagged .pkl for DumpResults
+    placements: Tuple[Placement, ...] = ()  # where the corruption step is, per pipeline
+
+
+def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = None,
+                        out: Optional[str] = None, show: bool = False,
+                        show_dir: Optional[str] = None, wait_time: float = 2,
+                        cfg_options: Optional[dict] = None, launcher: str = 'none',
+                        corruption: Optional[dict] = None,
+                        geometric: Optional[bool] = None) -> PreparedTest:
+    """The test config as ``tools/test.py`` runs it, with the corruption it applies.
+
+    The corruption comes from ``corruption`` (the command-line flags) if given, else
+    from the config's ``CorruptionTestLoop`` (``test_cfg``, which ``--cfg-options
+    test_cfg.corruption=... test_cfg.severity=...`` may have set; a plain ``TestLoop`` given
+    a condition that way becomes a ``CorruptionTestLoop``), else from the config's test
+    pipeline as it is. With a condition, ``test_cfg`` becomes a ``CorruptionTestLoop`` and
+    the ``ApplyCorruption`` step is placed in the test pipelines (a misplaced one is
+    moved; ``geometric=True`` places it for geometric corruptions whatever the condition,
+    as :func:`insert_corruption`). ``out`` and ``show_dir`` get the corruption tag as
+    suffix.
+    ``out``: segmentation, a folder for the predicted label maps (IoUMetric
+    ``output_dir``); detection, a ``.pkl`` file of the raw predictions (MMRotate's
+    ``DumpResults``, added by the tool). Metrics go to ``{work_dir}/metrics_{tag}.json``.
+    """
+    _check_checkpoint(checkpoint, 'checkpoint')
+    cfg = _load(config, cfg_options, launcher)
+    get_test_pipelines(cfg)  # a clear error for configs that cannot be tested
+    task = infer_task(cfg)
+    _set_work_dir(cfg, config, work_dir)
+    cfg.load_from = checkpoint
+    check_no_corruption_cfg(cfg)
+    override = corruption is not None  # the command line wins over the config
+    loop = cfg.get('test_cfg') or {}
+    if _loop_type(loop) == 'TestLoop' and any(key in loop for key in CONDITION_KEYS):
+        # --cfg-options test_cfg.corruption=... on a config with MMEngine's TestLoop
+        loop['type'] = CORRUPTION_LOOP
+    if corruption is None:
+        corruption = corruption_loop_settings(cfg)
+    if corruption is None:  # the condition the test pipeline's own step names, if any
+        written = corruption_settings(cfg)
+        if written['corruption'] != 'clean':
+            corruption = written
+    placements: List[Placement] = []
+    if corruption is not None:
+        corruption = check_corruption_args(**{**CORRUPTION_DEFAULTS, **corruption})
+        placements = insert_corruption(cfg, **corruption, geometric=geometric,
+                                       override=override)
+        use_corruption_loop(cfg, corruption)
+    settings = corruption_settings(cfg)
+    tag = corruption_tag(**settings)
+
+    if show or show_dir:
+        hooks = cfg.get('default_hooks', {})
+        if 'visualization' not in hooks:
+            raise ValueError('--show/--show-dir need default_hooks.visualization '
+                             '(dict(type="SegVisualizationHook") or '
+                             'dict(type="mmdet.DetVisualizationHook"))')
+        hooks.visualization.draw = True
+        if show:
+            hooks.visualization.show = True
+            hooks.visualization.wait_time = wait_time
+        if show_dir:
+            show_dir = tagged_path(show_dir, tag, is_dir=True)
+            if task == SEGMENTATION:
+                cfg.visualizer.save_dir = show_dir
+            else:
+                hooks.visualization.test_out_dir = show_dir
+    dump_file = None
+    if out is not None:
+        if task == SEGMENTATION:
+            evaluators = cfg.test_evaluator if isinstance(cfg.test_evaluator, list) \
+                else [cfg.test_evaluator]
+            for evaluator in evaluators:
+                evaluator['output_dir'] = tagged_path(out, tag, is_dir=True)
+                evaluator['keep_results'] = True
+        else:
+            if not out.endswith(('.pkl', '.pickle')):
+                raise ValueError(f'--out for detection must be a .pkl file, got {out!r}')
+            dump_file = tagged_path(out, tag)
+    metrics_file = osp.join(cfg.work_dir, f'metrics_{tag}.json')
+    return PreparedTest(cfg, task, settings, tag, metrics_file, dump_file, tuple(placements))

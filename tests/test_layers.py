@@ -1,0 +1,226 @@
+"""The package's layers: every module imports only from its own layer or lower ones, and
+imports form no circle.
+
+Layers, bottom up (the target layout of the package):
+
+ 1. ``version``, ``fileio``, ``registry``  (base)
+ 2. ``corruptions``                     (pure numpy/OpenCV)
+ 3. ``transforms``, ``datasets``
+ 4. ``models``
+ 5. ``evaluation``                      (MMEngine metrics and their math)
+ 6. ``engine``                          (runner extensions; the package root sits here: it
+                                        registers the modules of layers 2 to 6)
+ 7. ``utils``                           (config side of the tools)
+ 8. ``analysis``                        (offline: results in, tables and plots out)
+ 9. ``robustness``                      (experiment drivers)
+
+Every import statement of every module is read with :mod:`ast`, at module level and inside
+functions alike. An import names the module it loads: ``from .a import b`` is module
+``a.b`` when that is a module of the package, else ``a``. The package has no ``apis``
+folder (in OpenMMLab, ``apis`` means inference).
+"""
+import ast
+import os
+import os.path as osp
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+from conftest import PROJECT_ROOT
+
+PACKAGE = 'reobench_mm'
+PACKAGE_DIR = osp.join(PROJECT_ROOT, PACKAGE)
+
+#: Module or package (dotted, without the ``reobench_mm.`` prefix) -> layer; the longest
+#: matching prefix decides. ``''`` is the package root.
+LAYERS: Dict[str, int] = {
+    'version': 1, 'fileio': 1, 'registry': 1,
+    'corruptions': 2,
+    'transforms': 3, 'datasets': 3,
+    'models': 4,
+    'evaluation': 5,
+    'engine': 6, '': 6,
+    'utils': 7,
+    'analysis': 8,
+    'robustness': 9,
+}
+
+
+# ----------------------------------------------------------------------------- reading
+
+def _module_files() -> Dict[str, str]:
+    """Dotted module name -> file, for every ``.py`` file of the package (a package is
+    named by its ``__init__.py``)."""
+    found = {}
+    for root, dirs, files in os.walk(PACKAGE_DIR):
+        dirs[:] = sorted(d for d in dirs if d != '__pycache__' and not d.startswith('.'))
+        for name in sorted(files):
+            if not name.endswith('.py'):
+                continue
+            path = osp.join(root, name)
+            parts = osp.relpath(path, PROJECT_ROOT)[:-len('.py')].split(os.sep)
+            if parts[-1] == '__init__':
+                parts = parts[:-1]
+            found['.'.join(parts)] = path
+    return found
+
+
+MODULES = _module_files()
+
+
+def _is_package(module: str) -> bool:
+    return MODULES.get(module, '').endswith('__init__.py')
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): imports for annotations only."""
+    test = getattr(node, 'test', None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == 'TYPE_CHECKING')
+        or (isinstance(test, ast.Attribute) and test.attr == 'TYPE_CHECKING'))
+
+
+def _walk(node: ast.AST, context: str = 'module') -> Iterator[Tuple[ast.AST, str]]:
+    """Every import node under ``node`` and when it runs: ``'module'`` (on import),
+    ``'function'`` (when the function is called) or ``'annotations'`` (never: under
+    ``if TYPE_CHECKING:``)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, context
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield from _walk(child, 'function' if context == 'module' else context)
+        elif _is_type_checking(child):
+            for statements, kind in ((child.body, 'annotations'), (child.orelse, context)):
+                for statement in statements:
+                    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                        yield statement, kind
+                    yield from _walk(statement, kind)
+        else:
+            yield from _walk(child, context)
+
+
+def _base_of(module: str, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from ... import`` statement reads from."""
+    if not node.level:
+        return node.module or ''
+    package = module if _is_package(module) else module.rpartition('.')[0]
+    parts = package.split('.')
+    if node.level > 1:
+        parts = parts[:len(parts) - (node.level - 1)]
+    base = '.'.join(parts)
+    return f'{base}.{node.module}' if node.module else base
+
+
+def imports_of(module: str) -> List[Tuple[str, int, str]]:
+    """``(imported module of the package, line, when it runs)`` of ``module`` (see
+    :func:`_walk`)."""
+    with open(MODULES[module], encoding='utf-8') as handle:
+        tree = ast.parse(handle.read(), MODULES[module])
+    out = []
+    for node, context in _walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = _base_of(module, node)
+            targets = [f'{base}.{alias.name}' if f'{base}.{alias.name}' in MODULES else base
+                       for alias in node.names]
+        for target in dict.fromkeys(targets):
+            if target == PACKAGE or target.startswith(PACKAGE + '.'):
+                out.append((target, node.lineno, context))
+    return out
+
+
+def layer_of(module: str) -> Optional[int]:
+    """The layer of a module of the package (None: in no layer of the layout)."""
+    name = module[len(PACKAGE) + 1:] if module != PACKAGE else ''
+    candidates = [prefix for prefix in LAYERS
+                  if name == prefix or (prefix and name.startswith(prefix + '.'))]
+    return LAYERS[max(candidates, key=len)] if candidates else None
+
+
+def _short(module: str) -> str:
+    return module[len(PACKAGE) + 1:] if module != PACKAGE else PACKAGE
+
+
+# ----------------------------------------------------------------------------- checks
+
+def test_every_module_is_in_a_layer():
+    outside = sorted(_short(m) for m in MODULES if layer_of(m) is None)
+    assert not outside, 'modules in no layer of the layout:\n  ' + '\n  '.join(outside)
+
+
+def test_no_module_imports_from_a_higher_layer():
+    offenders = []
+    for module in sorted(MODULES):
+        layer = layer_of(module)
+        if layer is None:
+            continue
+        for target, line, context in imports_of(module):
+            target_layer = layer_of(target)
+            where = f'{_short(module)} (layer {layer}), line {line}'
+            if context != 'module':
+                where += ', in a function' if context == 'function' else ', for annotations'
+            if target_layer is None:
+                offenders.append(f'{where}: imports {_short(target)}, which is in no layer')
+            elif target_layer > layer:
+                offenders.append(f'{where}: imports {_short(target)} (layer {target_layer})')
+    assert not offenders, (f'{len(offenders)} imports from a higher layer:\n  '
+                           + '\n  '.join(offenders))
+
+
+def _ancestors(module: str) -> Set[str]:
+    parts = module.split('.')
+    return {'.'.join(parts[:i]) for i in range(1, len(parts))}
+
+
+def test_no_import_cycles():
+    """No circle of imports, module-level or inside functions: an import inside a
+    function hides a circle from the interpreter, not from the design. Left out: imports
+    for annotations only (``if TYPE_CHECKING:``, never run), and an import of one's own
+    enclosing package (Python runs a package's ``__init__`` before any of its modules, so
+    that edge is implied and closes no circle of its own)."""
+    graph: Dict[str, Dict[str, bool]] = {}
+    for module in MODULES:
+        edges: Dict[str, bool] = {}  # target -> imported in functions only
+        for target, _, context in imports_of(module):
+            if context != 'annotations' and target in MODULES and target != module \
+                    and target not in _ancestors(module):
+                edges[target] = edges.get(target, True) and context == 'function'
+        graph[module] = dict(sorted(edges.items()))
+    cycles, state, stack = [], {}, []
+
+    def visit(module: str) -> None:
+        state[module] = 'open'
+        stack.append(module)
+        for target in graph[module]:
+            if state.get(target) == 'open':
+                cycles.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = 'done'
+
+    def describe(cycle: List[str]) -> str:
+        text = _short(cycle[0])
+        for source, target in zip(cycle, cycle[1:]):
+            arrow = ' -(in a function)-> ' if graph[source][target] else ' -> '
+            text += arrow + _short(target)
+        return text
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert not cycles, 'import cycles:\n  ' + '\n  '.join(describe(c) for c in cycles)
+
+
+def test_apis_is_gone():
+    """``apis`` means inference in OpenMMLab; its modules live in ``utils`` and
+    ``robustness``."""
+    path = osp.join(PACKAGE_DIR, 'apis')
+    assert not osp.exists(path), f'{path} exists'
+
+
+def test_fingerprinted_sources_exist():
+    """The sources a sweep's code fingerprint hashes are where the layout puts them (a path
+    that no longer exists would silently drop out of the fingerprint)."""
+    from reobench_mm.robustness.fingerprint import CODE_SOURCES
+    missing = [s for s in CODE_SOURCES if not osp.exists(osp.join(PACKAGE_DIR, s))]
+    assert not missing, f'CODE_SOURCES that do not exist: {missing}'
