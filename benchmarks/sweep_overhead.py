@@ -65,7 +65,7 @@ def train(data_root, work_dir, iters):
 
 def main():
     args = parse_args()
-    from reobench_mm.robustness.plan import CLEAN_CONDITION
+    from reobench_mm.corruptions.condition import CLEAN
     from reobench_mm.robustness.sweep import RobustnessSweep
     if not osp.isdir(args.data_root):
         sys.exit(f'no demo data at {args.data_root}; run tools/make_demo_data.py first')
@@ -82,7 +82,7 @@ def main():
         # a plain evaluation decodes its images: no decode cache in the baseline
         baseline = make_sweep('baseline', decode_cache_bytes=0)
         baseline.build()
-        clean = [baseline.evaluate(CLEAN_CONDITION)[1] for _ in range(args.repeats)]
+        clean = [baseline.evaluate(CLEAN)[1] for _ in range(args.repeats)]
 
         sweep = make_sweep('sweep')
         count = len(sweep.conditions)
@@ -90,7 +90,7 @@ def main():
         outcome = sweep.run()
         wall = time.perf_counter() - start
 
-        clean += [baseline.evaluate(CLEAN_CONDITION)[1] for _ in range(args.repeats)]
+        clean += [baseline.evaluate(CLEAN)[1] for _ in range(args.repeats)]
         clean_s = statistics.median(clean)
         print(f'\ndemo test set: {len(sweep.runner.test_loop.dataloader.dataset)} images')
         print(f'plain clean evaluation: median {clean_s:.3f} s of {len(clean)} '

@@ -16,8 +16,8 @@ from mmengine.runner import Runner
 import reobench_mm  # noqa: F401  (registration)
 from conftest import SEG_DEMO_CONFIG, demo_config, free_port
 from reobench_mm.analysis.plotting import plot_reliability_diagrams
-from reobench_mm.evaluation.functional.calibration import (METRIC_KEYS, NLL_EPSILON,
-                                                           PixelCalibrationStats)
+from reobench_mm.evaluation.functional.calibration import NLL_EPSILON, PixelCalibrationStats
+from reobench_mm.evaluation.keys import CALIBRATION_METRICS as METRIC_KEYS
 from reobench_mm.evaluation.metrics.seg_calibration import SegCalibrationMetric
 
 IGNORE = 255

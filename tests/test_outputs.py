@@ -15,7 +15,7 @@ import reobench_mm  # noqa: F401  (registration)
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
 from figure_checks import assert_no_text_overlap, checking_saved_figures, text_overlaps
 from reobench_mm import fileio
-from reobench_mm.analysis.compare import CALIBRATION_KEY, compare_models, write_cross_model
+from reobench_mm.analysis.compare import compare_models, write_cross_model
 from reobench_mm.analysis.plotting import (agg_pyplot, atomic_savefig, plot_data_budget,
                                            plot_reliability_diagrams,
                                            plot_representation_drift)
@@ -24,6 +24,7 @@ from reobench_mm.analysis.results import REOBENCH_TABLE_ORDER, ConditionResult
 from reobench_mm.engine import ProgressBarHook
 from reobench_mm.engine.progress import Progress, format_duration
 from reobench_mm.evaluation.functional.calibration import PixelCalibrationStats
+from reobench_mm.evaluation.keys import ECE_KEY as CALIBRATION_KEY
 
 VERSIONS = {'numpy': '0'}  # fixed: no package metadata look-ups
 CORRUPTIONS = list(REOBENCH_TABLE_ORDER)

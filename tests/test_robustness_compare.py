@@ -16,7 +16,7 @@ import pytest
 from scipy import special, stats
 
 import reobench_mm  # noqa: F401
-from reobench_mm.analysis.compare import (CALIBRATION_KEY, CROSS_MODEL_FILES,
+from reobench_mm.analysis.compare import (CROSS_MODEL_FILES,
                                           CROSS_MODEL_PLOTS, compare_models,
                                           effective_robustness, effective_robustness_fit,
                                           fit_line, kendall_tau, load_model_set,
@@ -24,6 +24,7 @@ from reobench_mm.analysis.compare import (CALIBRATION_KEY, CROSS_MODEL_FILES,
                                           write_cross_model)
 from reobench_mm.analysis.report import make_provenance, write_report
 from reobench_mm.analysis.results import AVG, SHIFT, ConditionResult
+from reobench_mm.evaluation.keys import ECE_KEY as CALIBRATION_KEY
 
 from conftest import PROJECT_ROOT
 

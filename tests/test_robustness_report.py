@@ -15,12 +15,13 @@ from reobench_mm.analysis.compare import build_comparison
 from reobench_mm.analysis.report import (RESULTS_FORMAT, load_condition_results,
                                          load_results_json, make_provenance,
                                          summary_from_results_json, write_report)
-from reobench_mm.analysis.results import (CLEAN_CONDITION, REOBENCH_TABLE_ORDER,
+from reobench_mm.analysis.results import (REOBENCH_TABLE_ORDER,
                                           ConditionResult, aggregate,
                                           condition_result_from_metrics, merge_results,
                                           paper_to_engine_name, results_from_jsonable,
                                           results_to_jsonable, robustness_scores)
 from reobench_mm.analysis.tables import comparison_csv_text
+from reobench_mm.corruptions.condition import CLEAN as CLEAN_CONDITION
 from reobench_mm.fileio import atomic_write_text
 from reobench_mm.version import package_versions
 

@@ -29,6 +29,7 @@ from reobench_mm.analysis.tables import paper_table_lines
 from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
                                             tree_digest)
 from reobench_mm.engine import rescale_iter_schedule
+from reobench_mm.evaluation.keys import ROTATED_DETECTION, SEGMENTATION, get_task
 from reobench_mm.robustness.plan import select_corruptions, select_severities
 from reobench_mm.robustness.store import SweepError
 from reobench_mm.robustness.sweep import FingerprintMismatchError, RobustnessSweep
@@ -99,15 +100,20 @@ def _digest(root: str) -> str:
 
 
 class DemoTask(NamedTuple):
-    name: str
+    task: str  # SEGMENTATION or ROTATED_DETECTION
     config: str
     data_subdir: str  # under --data-root
     work_subdir: str  # under --work-dir
 
+    @property
+    def name(self) -> str:
+        """The task as the reports write it (``'segmentation'``, ``'detection'``)."""
+        return get_task(self.task).results_name
+
 
 TASKS = (
-    DemoTask('segmentation', SEG_CONFIG, 'potsdam', 'seg'),
-    DemoTask('detection', DET_CONFIG, 'dior', 'det'),
+    DemoTask(SEGMENTATION, SEG_CONFIG, 'potsdam', 'seg'),
+    DemoTask(ROTATED_DETECTION, DET_CONFIG, 'dior', 'det'),
 )
 
 
@@ -120,7 +126,7 @@ def train_or_reuse(task: DemoTask, args: argparse.Namespace, data_changed: bool)
     cfg.log_level = 'WARNING'
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         cfg[loader].dataset.data_root = osp.join(args.data_root, task.data_subdir)
-    iters = (args.iters if task.name == 'segmentation' else args.det_iters) \
+    iters = (args.iters if task.task == SEGMENTATION else args.det_iters) \
         or cfg.train_cfg.max_iters
     rescale_iter_schedule(cfg, iters)
     checkpoint = osp.join(cfg.work_dir, f'iter_{iters}.pth')
@@ -148,7 +154,7 @@ def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> st
             task.config, checkpoint, corruptions=args.corruptions, severities=args.severities,
             seed=args.seed, work_dir=osp.join(args.work_dir, task.work_subdir, 'robustness'),
             cfg_options=options, force=force, calibration=calibration,
-            temperature_scaling=calibration and task.name == 'segmentation')
+            temperature_scaling=calibration and task.task == SEGMENTATION)
 
     sweep = make_sweep(force=trained)
     count = len(sweep.conditions)

@@ -71,19 +71,25 @@ def parse_args():
     return args, parser
 
 
-def corruption_from_args(args, parser):
-    """The corruption settings of the command line, or None without --corruption."""
+def condition_from_args(args, parser):
+    """The condition of the command line (a ``Condition``), or None without
+    --corruption.
+
+    Raises:
+        KeyError, ValueError: an invalid condition.
+    """
+    from reobench_mm.corruptions.condition import CLEAN_NAME, Condition
+
     extras = {k: getattr(args, k) for k in ('severity', 'seed', 'protocol', 'border')}
     if args.corruption is None:
         given = [f'--{k}' for k, v in extras.items() if v is not None]
         if given:
             parser.error(f'{", ".join(given)} given without --corruption')
         return None
-    if args.severity is None and args.corruption != 'clean':
+    if args.severity is None and args.corruption != CLEAN_NAME:
         parser.error(f'--corruption {args.corruption} needs --severity (1..5)')
-    return dict(corruption=args.corruption, severity=args.severity or 0,
-                seed=args.seed or 0, protocol=args.protocol or 'reobench',
-                border=args.border or 'reflect')
+    return Condition.of(args.corruption, args.severity or 0, args.seed, args.protocol,
+                        args.border)
 
 
 def main() -> int:
@@ -97,16 +103,16 @@ def main() -> int:
                                                read_checkpoint)
     from reobench_mm.fileio import dump_json_atomic
     from reobench_mm.robustness.store import restored_on_failure
-    from reobench_mm.utils.config import (SEGMENTATION, corruption_tag, prepare_test_config,
-                                          tagged_path)
+    from reobench_mm.evaluation.keys import SEGMENTATION
+    from reobench_mm.utils.config import prepare_test_config, tagged_path
     from reobench_mm.transforms.placement import condition_of, corruption_steps
 
-    corruption = corruption_from_args(args, parser)
     try:
+        condition = condition_from_args(args, parser)
         setup = prepare_test_config(
             args.config, args.checkpoint, work_dir=args.work_dir, out=args.out,
             show=args.show, show_dir=args.show_dir, wait_time=args.wait_time,
-            cfg_options=args.cfg_options, launcher=args.launcher, corruption=corruption)
+            cfg_options=args.cfg_options, launcher=args.launcher, corruption=condition)
         checkpoint = read_checkpoint(args.checkpoint)  # before anything is written
     except (FileNotFoundError, KeyError, ValueError) as error:
         if isinstance(error, CheckpointError):
@@ -129,9 +135,9 @@ def main() -> int:
             # Runner.test(), with the checkpoint loaded strictly at the same point
             loop = runner.test_loop
             applied = condition_of(corruption_steps(loop.dataloader.dataset))
-            if corruption_tag(**applied) != setup.tag:  # never report under another label
-                raise RuntimeError(f'the built test pipeline applies {applied}, but the run '
-                                   f'was prepared for {setup.corruption}')
+            if applied.tag != setup.tag:  # never report under another label
+                raise RuntimeError(f'the built test pipeline applies {applied.settings()}, '
+                                   f'but the run was prepared for {setup.corruption}')
             if len(loop.dataloader.dataset):  # a wrong placement refuses the first sample
                 loop.dataloader.dataset[0]
             runner.call_hook('before_run')

@@ -20,15 +20,14 @@ from .plotting import plot_reliability_diagrams
 from .report import (Report, load_condition_results, load_results_json, make_provenance,
                      render_report_md, summary_from_results_json, write_report,
                      write_results_csv, write_results_json)
-from .results import (CLEAN_CONDITION, REOBENCH_TABLE_ORDER, TASK_METRICS, ConditionResult,
-                      RobustnessSummary, aggregate, condition_result_from_metrics,
-                      merge_results, results_from_jsonable, results_to_jsonable,
-                      robustness_scores)
+from .results import (REOBENCH_TABLE_ORDER, ConditionResult, RobustnessSummary, aggregate,
+                      condition_result_from_metrics, merge_results, results_from_jsonable,
+                      results_to_jsonable, robustness_scores)
 from .tables import (ComparisonTable, comparison_csv_text, comparison_markdown,
                      paper_table_lines, write_comparison)
 
 __all__ = [
-    'CLEAN_CONDITION', 'REOBENCH_TABLE_ORDER', 'TASK_METRICS', 'ConditionResult',
+    'REOBENCH_TABLE_ORDER', 'ConditionResult',
     'RobustnessSummary', 'aggregate', 'condition_result_from_metrics', 'merge_results',
     'results_to_jsonable', 'results_from_jsonable', 'robustness_scores', 'Report',
     'write_report', 'write_results_json', 'write_results_csv', 'render_report_md',

@@ -70,15 +70,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from scipy import special, stats
 
+from ..corruptions.condition import Condition
+from ..evaluation.keys import ECE_KEY
 from ..fileio import atomic_write_text
 from .plotting import plot_effective_robustness, plot_kendall_tau_vs_severity
 from .report import load_results_json
-from .results import (AVG, CLEAN, CLEAN_CONDITION, SHIFT, Condition, condition_key,
-                      corruption_order, robustness_scores)
+from .results import AVG, SHIFT, check_condition, corruption_order, robustness_scores
 from .tables import ComparisonTable, column_title, fmt_number, markdown_table
 
 __all__ = [
-    'CROSS_MODEL_FORMAT', 'CALIBRATION_KEY', 'FIT_SPACES', 'LOGIT_EPS', 'CROSS_MODEL_FILES',
+    'CROSS_MODEL_FORMAT', 'FIT_SPACES', 'LOGIT_EPS', 'CROSS_MODEL_FILES',
     'CROSS_MODEL_PLOTS', 'ModelSet', 'load_model_set', 'build_comparison',
     'load_shift_values', 'kendall_tau', 'TauRow', 'MeasureStability', 'RankStability',
     'rank_stability', 'fit_line', 'EffectiveRobustnessFit', 'effective_robustness_fit',
@@ -88,8 +89,6 @@ __all__ = [
 ]
 
 CROSS_MODEL_FORMAT = 'reobench_mm.cross_model/1'
-#: The calibration error analysed beside the task metric (lower is better).
-CALIBRATION_KEY = 'calib/ECE'
 FIT_SPACES = ('linear', 'logit')
 #: Clipping of fractions before the logit (0.01 metric points from 0 and 100).
 LOGIT_EPS = 1e-4
@@ -154,7 +153,8 @@ class ModelSet:
         models: model names (provenance ``model``, else the file's folder name, or
             the names given).
         paths: the files, in the order of ``models``.
-        conditions: clean first, then ``(corruption, severity)`` in table order.
+        conditions: clean first, then the corrupted conditions in table order
+            (:class:`~reobench_mm.corruptions.condition.Condition` of ``protocol``).
         corruptions: the corruptions of ``conditions`` (table order).
         severities: the severities of ``conditions`` (sorted).
         values: ``{measure: array (models x conditions)}``; measure is ``metric``
@@ -191,7 +191,7 @@ class ModelSet:
 
     def clean(self, measure: Optional[str] = None) -> np.ndarray:
         """Clean values of ``measure`` (default the task metric), one per model."""
-        return self.column(measure or self.metric, CLEAN_CONDITION)
+        return self.column(measure or self.metric, Condition(protocol=self.protocol))
 
     def corruption_mean(self, corruption: str, measure: Optional[str] = None) -> np.ndarray:
         """Mean of ``measure`` over the common severities of ``corruption``, or over
@@ -203,12 +203,12 @@ class ModelSet:
         if corruption not in self.corruptions:
             raise ValueError(f'unknown corruption {corruption!r}; valid: '
                              f'{self.corruptions + [AVG]}')
-        columns = [i for i, c in enumerate(self.conditions) if c[0] == corruption]
+        columns = [i for i, c in enumerate(self.conditions) if c.corruption == corruption]
         return self.values[measure][:, columns].mean(axis=1)
 
 
 def load_model_set(paths: Sequence[str], names: Optional[Sequence[Optional[str]]] = None,
-                   calibration_key: str = CALIBRATION_KEY, *, min_models: int = 2,
+                   calibration_key: str = ECE_KEY, *, min_models: int = 2,
                    distinct_names: bool = True,
                    require_common_condition: bool = True) -> ModelSet:
     """Read several ``results.json`` files into a :class:`ModelSet`: the one loader of
@@ -238,20 +238,21 @@ def load_model_set(paths: Sequence[str], names: Optional[Sequence[Optional[str]]
                          f'files, got {len(paths)}')
     models, docs, task, metric, protocol = _read_documents(paths, names, 'results',
                                                            distinct_names)
-    rows = [{(r['corruption'], int(r['severity'])): r for r in d['numbers']['conditions']}
-            for d in docs]
+    rows = [{check_condition((r['corruption'], int(r['severity'])), protocol): r
+             for r in d['numbers']['conditions']} for d in docs]
     common = set.intersection(*(set(r) for r in rows))
-    corrupted = {c for c in common if c[0] != CLEAN}
-    if require_common_condition and (CLEAN_CONDITION not in common or not corrupted):
+    clean = Condition(protocol=protocol)
+    corrupted = sorted(c for c in common if not c.is_clean)
+    if require_common_condition and (clean not in common or not corrupted):
         raise ValueError('the results files have no corrupted condition in common (a '
                          'corruption at the same severity); nothing to compare')
-    corruptions = corruption_order({c[0] for c in corrupted}, protocol)
-    conditions = [CLEAN_CONDITION] + [(c, s) for c in corruptions
-                                      for s in sorted(s for n, s in corrupted if n == c)]
+    corruptions = corruption_order({c.corruption for c in corrupted}, protocol)
+    conditions = [clean] + [c for name in corruptions for c in corrupted
+                            if c.corruption == name]
     notes: List[str] = []
     dropped: Dict[str, List[str]] = {}
     for model, model_rows in zip(models, rows):
-        left_out = [condition_key(c) for c in model_rows if c not in common]
+        left_out = [c.key for c in model_rows if c not in common]
         if left_out:
             dropped[model] = left_out
             notes.append(f'{model}: conditions left out (not in every file): '
@@ -270,7 +271,7 @@ def load_model_set(paths: Sequence[str], names: Optional[Sequence[Optional[str]]
     return ModelSet(task=task, metric=metric, protocol=protocol, models=models,
                     paths=[os.fspath(p) for p in paths], conditions=conditions,
                     corruptions=corruptions,
-                    severities=sorted({s for _, s in conditions[1:]}), values=values,
+                    severities=sorted({c.severity for c in conditions[1:]}), values=values,
                     dropped=dropped, notes=notes, documents=docs)
 
 
@@ -464,7 +465,7 @@ def rank_stability(model_set: ModelSet) -> RankStability:
             return TauRow(measure, name, corruption, severity, tau, p_value, top1,
                           set(top1) != set(clean_top1))
 
-        conditions = [row(model_set.column(measure, c), condition_key(c), c[0], c[1])
+        conditions = [row(model_set.column(measure, c), c.key, c.corruption, c.severity)
                       for c in model_set.conditions[1:]]
         means = [row(model_set.corruption_mean(c, measure), f'{c}@mean', c, None)
                  for c in model_set.corruptions]
@@ -727,7 +728,7 @@ def comparison_to_dict(comparison: CrossModelComparison) -> Dict[str, Any]:
         entry = {'name': name, 'path': path}
         for measure in ms.measures:
             entry[measure] = {
-                condition_key(c): _number(ms.values[measure][i, j])
+                c.key: _number(ms.values[measure][i, j])
                 for j, c in enumerate(ms.conditions)}
             entry[measure].update({f'{c}@mean': _number(ms.corruption_mean(c, measure)[i])
                                    for c in ms.corruptions})
@@ -762,8 +763,8 @@ def comparison_to_dict(comparison: CrossModelComparison) -> Dict[str, Any]:
             'grid': _array(fit.grid), 'line': _array(fit.line),
             'band_low': _array(fit.band_low), 'band_high': _array(fit.band_high)}
     return {'format': CROSS_MODEL_FORMAT, 'task': ms.task, 'metric': ms.metric,
-            'protocol': ms.protocol, 'calibration_key': CALIBRATION_KEY,
-            'measures': ms.measures, 'conditions': [condition_key(c) for c in ms.conditions],
+            'protocol': ms.protocol, 'calibration_key': ECE_KEY,
+            'measures': ms.measures, 'conditions': [c.key for c in ms.conditions],
             'corruptions': ms.corruptions, 'severities': ms.severities,
             'dropped': ms.dropped, 'notes': comparison.notes, 'models': models,
             'rank_stability': rank, 'effective_robustness': fits}
@@ -785,21 +786,21 @@ def cross_model_markdown(comparison: CrossModelComparison) -> str:
         lines += [f'- {n}' for n in comparison.notes] + ['']
 
     header = ['Model', f'Clean {metric}', f'Avg {metric}']
-    if CALIBRATION_KEY in ms.values:
-        header += [f'Clean {CALIBRATION_KEY}', f'Avg {CALIBRATION_KEY}']
+    if ECE_KEY in ms.values:
+        header += [f'Clean {ECE_KEY}', f'Avg {ECE_KEY}']
     rows = []
     for i, model in enumerate(ms.models):
         row = [model, fmt_number(ms.clean()[i]), fmt_number(ms.corruption_mean(AVG)[i])]
-        if CALIBRATION_KEY in ms.values:
-            row += [fmt_number(ms.clean(CALIBRATION_KEY)[i], 4),
-                    fmt_number(ms.corruption_mean(AVG, CALIBRATION_KEY)[i], 4)]
+        if ECE_KEY in ms.values:
+            row += [fmt_number(ms.clean(ECE_KEY)[i], 4),
+                    fmt_number(ms.corruption_mean(AVG, ECE_KEY)[i], 4)]
         rows.append(row)
     lines += ['## Models', ''] + markdown_table(header, rows) + ['']
 
     lines += ['## Rank stability', '',
               'Kendall τ-b between the models\' clean ranking and their ranking under each '
               'condition (1 = same order). Top-1 changed: fraction of conditions whose best '
-              f'model differs from clean (highest {metric}; lowest {CALIBRATION_KEY}).', '']
+              f'model differs from clean (highest {metric}; lowest {ECE_KEY}).', '']
     header = ['Severity'] + [f'Mean τ {m}' for m in rank.measures] + \
         [f'Top-1 changed {m}' for m in rank.measures]
     rows = []
@@ -881,7 +882,7 @@ def model_conditions_csv_text(comparison: CrossModelComparison) -> str:
     avg): ``model, condition, corruption, severity, <metric>, <metric>_rank`` and,
     when available, ``calib/ECE, calib/ECE_rank`` (rank 1 = best, ties averaged)."""
     ms = comparison.model_set
-    columns = [(condition_key(c), c[0], c[1], {m: ms.column(m, c) for m in ms.measures})
+    columns = [(c.key, c.corruption, c.severity, {m: ms.column(m, c) for m in ms.measures})
                for c in ms.conditions]
     columns += [(f'{c}@mean', c, None, {m: ms.corruption_mean(c, m) for m in ms.measures})
                 for c in ms.corruptions]

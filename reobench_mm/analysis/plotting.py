@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from ..corruptions.condition import Condition
+from ..evaluation.keys import CALIBRATION_PREFIX, CALIBRATION_PREFIXES, ECE, ECE_KEY, metric_key
 from ..fileio import atomic_write_bytes
-from .results import (AVG, CALIBRATION_PREFIXES, CLEAN_CONDITION, SHIFT,
-                      RobustnessSummary)
+from .results import AVG, SHIFT, RobustnessSummary, check_condition
 from .tables import column_title
 
 if TYPE_CHECKING:
@@ -138,17 +139,17 @@ def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
 def plot_ece_vs_severity(summary: RobustnessSummary, path: str) -> str:
     """``ece_vs_severity.png``: ECE against severity (0 = clean) per corruption, one
     panel per calibration prefix present (as evaluated, temperature-scaled)."""
-    prefixes = [p for p in CALIBRATION_PREFIXES if f'{p}/ECE' in summary.extra]
+    prefixes = [p for p in CALIBRATION_PREFIXES if metric_key(p, ECE) in summary.extra]
     if not prefixes:
-        raise ValueError('the summary has no calibration metrics (calib/ECE)')
+        raise ValueError(f'the summary has no calibration metrics ({ECE_KEY})')
     plt = agg_pyplot()
     fig, axes = plt.subplots(1, len(prefixes), figsize=(5.5 * len(prefixes) + 2, 4.5),
                              squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
     try:
         cmap = plt.get_cmap('tab20')
         for ax, prefix in zip(axes[0], prefixes):
-            key = f'{prefix}/ECE'
-            clean = summary.conditions[CLEAN_CONDITION].extra[key]
+            key = metric_key(prefix, ECE)
+            clean = summary.conditions[Condition(protocol=summary.protocol)].extra[key]
             for i, name in enumerate(summary.corruptions):
                 points = sorted((s, r.extra[key]) for (n, s), r in summary.conditions.items()
                                 if n == name)
@@ -172,17 +173,21 @@ def _clean_and_strongest(summary: RobustnessSummary,
                          details: Mapping[Any, Mapping[str, Any]],
                          prefix: str) -> List[Tuple[str, Mapping[str, Any]]]:
     """``[(label, details)]`` of the clean condition and of the strongest evaluated
-    severity of each corruption, for the calibration metric of ``prefix``."""
-    rows = [('clean', details[CLEAN_CONDITION][prefix])]
+    severity of each corruption, for the calibration metric of ``prefix`` (``details``
+    keyed by conditions as :func:`~reobench_mm.analysis.results.check_condition` reads
+    them)."""
+    details = {check_condition(c, summary.protocol): d for c, d in details.items()}
+    rows = [('clean', details[Condition(protocol=summary.protocol)][prefix])]
     for name in summary.corruptions:
-        strongest = max(s for (n, s) in details if n == name)
-        rows.append((f'{name} @ {strongest}', details[(name, strongest)][prefix]))
+        strongest = max(c.severity for c in details if c.corruption == name)
+        rows.append((f'{name} @ {strongest}',
+                     details[Condition(name, strongest, protocol=summary.protocol)][prefix]))
     return rows
 
 
 def plot_reliability_by_condition(summary: RobustnessSummary,
                                   details: Mapping[Any, Mapping[str, Any]], path: str,
-                                  prefix: str = 'calib') -> str:
+                                  prefix: str = CALIBRATION_PREFIX) -> str:
     """Reliability diagrams of the clean condition and of the strongest evaluated
     severity of each corruption, from the calibration details of each condition
     (``{condition: {prefix: details}}`` as the sweep records them)."""
@@ -193,7 +198,7 @@ def plot_reliability_by_condition(summary: RobustnessSummary,
 
 
 def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping[str, Any]],
-                       path: str, prefix: str = 'calib') -> str:
+                       path: str, prefix: str = CALIBRATION_PREFIX) -> str:
     """``risk_coverage.png``: selective risk against coverage (pixels accepted by
     decreasing confidence) for the clean condition and the strongest evaluated severity
     of each corruption, AURC in the legend."""
@@ -203,12 +208,12 @@ def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping
         cmap = plt.get_cmap('tab20')
         rows = _clean_and_strongest(summary, details, prefix)
         colours = ['black'] + [cmap(i % 20) for i in range(len(rows) - 1)]
-        for (label, data), colour in zip(rows, colours):
+        for index, ((label, data), colour) in enumerate(zip(rows, colours)):
             curve = data['risk_coverage']
             aurc = (data.get('metrics') or {}).get('AURC')
             text = f'{label} (AURC {aurc:.4f})' if aurc is not None else label
             ax.plot(curve['coverage'], curve['risk'], color=colour, linewidth=1.4,
-                    label=text, linestyle='--' if label == 'clean' else '-')
+                    label=text, linestyle='--' if index == 0 else '-')  # clean first
         ax.set_xlim(0, 1)
         ax.set_ylim(bottom=0)
         ax.set_xlabel('coverage (most confident pixels first)')

@@ -29,12 +29,15 @@ import os.path as osp
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from ..corruptions.condition import Condition
+from ..evaluation.keys import (CALIBRATION_METRICS, CALIBRATION_PREFIX, CALIBRATION_PREFIXES,
+                               ECE, SCALED_CALIBRATION_PREFIX, SEGMENTATION, get_task,
+                               metric_key, results_task)
 from ..fileio import atomic_write_text, file_sha256, nan_to_null
 from ..version import package_versions
 from .plotting import (plot_drop_by_corruption, plot_ece_vs_severity,
                        plot_reliability_by_condition, plot_risk_coverage, plot_severity_curves)
-from .results import (CALIBRATION_METRICS, CALIBRATION_PREFIXES, CLEAN, REOBENCH_TABLE_ORDER,
-                      Condition, ConditionResult, RobustnessSummary, aggregate,
+from .results import (REOBENCH_TABLE_ORDER, ConditionResult, RobustnessSummary, aggregate,
                       normalize_results, results_from_jsonable)
 from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
 
@@ -138,7 +141,7 @@ def results_csv_text(summary: RobustnessSummary) -> str:
         for name in result.per_class or {}:
             if name not in classes:
                 classes.append(name)
-    per_class_prefix = 'AP' if summary.task == 'detection' else 'IoU'
+    per_class_prefix = _per_class_name(summary)
     header = (['condition', 'corruption', 'severity', 'category', summary.metric] +
               extra_keys + [f'{per_class_prefix}.{c}' for c in classes])
     buffer = io.StringIO()
@@ -148,13 +151,21 @@ def results_csv_text(summary: RobustnessSummary) -> str:
     def cell(value: Optional[float]) -> str:
         return '' if value is None or not math.isfinite(value) else repr(float(value))
 
-    for (name, severity), result in summary.conditions.items():
+    for condition, result in summary.conditions.items():
         per_class = result.per_class or {}
-        writer.writerow([CLEAN if name == CLEAN else f'{name}@{severity}', name, severity,
-                         '' if name == CLEAN else summary.category(name), cell(result.value)] +
+        writer.writerow([condition.key, condition.corruption, condition.severity,
+                         '' if condition.is_clean else summary.category(condition.corruption),
+                         cell(result.value)] +
                         [cell(result.extra.get(k)) for k in extra_keys] +
                         [cell(per_class.get(c)) for c in classes])
     return buffer.getvalue()
+
+
+def _per_class_name(summary: RobustnessSummary) -> str:
+    """``'IoU'`` or ``'AP'``: the per-class key prefix of the summary's task (that of
+    segmentation when the task is not known)."""
+    task = results_task(summary.task) if summary.task else get_task(SEGMENTATION)
+    return task.per_class_name
 
 
 def write_results_csv(path: str, summary: RobustnessSummary) -> str:
@@ -239,8 +250,7 @@ def render_report_md(summary: RobustnessSummary,
 
     if summary.per_class:
         pc = summary.per_class
-        name = 'AP' if summary.task == 'detection' else 'IoU'
-        lines += [f'## Per-class {name}', '']
+        lines += [f'## Per-class {_per_class_name(summary)}', '']
         rows = [[c, fmt_number(pc['clean'][c]), fmt_number(pc['avg'][c]),
                  fmt_number(pc['delta_tp'][c])] for c in pc['classes']]
         lines += markdown_table(['Class', 'Clean', 'Avg', 'ΔTP'], rows)
@@ -263,8 +273,8 @@ def render_report_md(summary: RobustnessSummary,
                   'accuracy (> 0: overconfident); `NLL`, `Brier` (summed over classes); '
                   '`cwECE`: classwise ECE; `AURC`/`eAURC`: area under the risk–coverage '
                   'curve and its excess over an oracle ranking; `acc@90cov`: accuracy of '
-                  'the 90 % most confident pixels. `calib_ts/`: with the temperature '
-                  'fitted on clean validation pixels' +
+                  f'the 90 % most confident pixels. `{SCALED_CALIBRATION_PREFIX}/`: with the '
+                  'temperature fitted on clean validation pixels' +
                   (f' (T = {_temperature_text(prov)})' if _temperature_text(prov) else '') +
                   '.', '']
 
@@ -296,8 +306,8 @@ def render_report_md(summary: RobustnessSummary,
 def calibration_keys(summary: RobustnessSummary) -> List[str]:
     """The calibration metrics among ``summary.extra`` (``calib/ECE``, ...,
     ``calib_ts/ECE``, ...), in table order."""
-    return [f'{prefix}/{name}' for prefix in CALIBRATION_PREFIXES
-            for name in CALIBRATION_METRICS if f'{prefix}/{name}' in summary.extra]
+    return [metric_key(prefix, name) for prefix in CALIBRATION_PREFIXES
+            for name in CALIBRATION_METRICS if metric_key(prefix, name) in summary.extra]
 
 
 def _temperature_text(provenance: Mapping[str, Any]) -> Optional[str]:
@@ -356,17 +366,19 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
             summary, path('severity_curves.png'))
         report.files['drop_by_corruption.png'] = plot_drop_by_corruption(
             summary, path('drop_by_corruption.png'))
-        if any(f'{p}/ECE' in summary.extra for p in CALIBRATION_PREFIXES):
+        if any(metric_key(p, ECE) in summary.extra for p in CALIBRATION_PREFIXES):
             report.files[ECE_PLOT_FILE] = plot_ece_vs_severity(summary, path(ECE_PLOT_FILE))
         if calibration_details:
             available = set.intersection(*(set(d) for d in calibration_details.values()))
             for prefix in CALIBRATION_PREFIXES:
                 if prefix in available:
-                    name = 'reliability_diagrams' + ('' if prefix == 'calib' else '_ts') + '.png'
+                    name = 'reliability_diagrams' + (
+                        '' if prefix == CALIBRATION_PREFIX else '_ts') + '.png'
                     report.files[name] = plot_reliability_by_condition(
                         summary, calibration_details, path(name), prefix)
-            if 'calib' in available and all('risk_coverage' in d['calib']
-                                            for d in calibration_details.values()):
+            if CALIBRATION_PREFIX in available and all(
+                    'risk_coverage' in d[CALIBRATION_PREFIX]
+                    for d in calibration_details.values()):
                 report.files['risk_coverage.png'] = plot_risk_coverage(
                     summary, calibration_details, path('risk_coverage.png'))
     plot_files = [name for name in report.files if name.endswith('.png')]

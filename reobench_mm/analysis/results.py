@@ -3,9 +3,13 @@
 A sweep evaluates one model under a set of *conditions*: the clean test set and
 ``(corruption, severity)`` pairs. Its result is a mapping ``condition -> result``:
 
-* a condition is ``('clean', 0)`` (:data:`CLEAN_CONDITION`) or ``(name, severity)``
-  with ``name`` a corruption of the protocol (engine names, e.g.
-  ``'salt_pepper_noise'``) and ``severity`` in 1..5;
+* a condition is a :class:`~reobench_mm.corruptions.condition.Condition`, its key
+  (``'clean'``, ``'cloud@3'``) or its pair (``('clean', 0)``, ``('cloud', 3)``), with a
+  corruption of the protocol (engine names, e.g. ``'salt_pepper_noise'``) and a
+  severity in 1..5 (:func:`check_condition`). The analysis keys its results by
+  ``Condition(corruption, severity, protocol=protocol)``: seed and border are the
+  sweep's, not part of a results file, so conditions given with others are read as
+  their pair;
 * a result is a :class:`ConditionResult` (task metric on the 0-100 scale, optional
   per-class values, optional extra metrics), a dict with its fields
   (``{'value': 61.2, 'per_class': {...}, 'extra': {...}}``), a bare number, or the
@@ -41,21 +45,19 @@ import numpy as np
 
 from ..corruptions import CATEGORIES, get_corruption, list_corruptions
 from ..corruptions.base import check_protocol
+from ..corruptions.condition import CLEAN_NAME, Condition
+from ..evaluation.keys import RESULTS_TASKS, results_task
 from ..fileio import nan_to_null
 
 __all__ = [
-    'CLEAN', 'CLEAN_CONDITION', 'SEVERITIES', 'AVG', 'SHIFT', 'REOBENCH_TABLE_ORDER',
-    'PAPER_COLUMN_NAMES', 'CALIBRATION_METRICS', 'CALIBRATION_PREFIXES', 'TaskMetric',
-    'TASK_METRICS', 'Condition', 'ConditionResult', 'CategoryScores',
-    'RobustnessSummary', 'check_condition', 'condition_key', 'parse_condition_key',
+    'SEVERITIES', 'AVG', 'SHIFT', 'REOBENCH_TABLE_ORDER', 'PAPER_COLUMN_NAMES',
+    'ConditionResult', 'CategoryScores', 'RobustnessSummary', 'check_condition',
     'condition_result_from_metrics', 'as_condition_result', 'normalize_results',
     'merge_results', 'robustness_scores', 'aggregate', 'corruption_order',
     'paper_to_engine_name', 'engine_to_paper_name', 'results_to_jsonable',
     'results_from_jsonable', 'mean'
 ]
 
-CLEAN = 'clean'
-CLEAN_CONDITION = (CLEAN, 0)
 SEVERITIES = (1, 2, 3, 4, 5)
 #: Name of the mean over the corruptions where it stands beside the conditions (a row of
 #: the cross-model analysis, and its fit).
@@ -71,44 +73,7 @@ REOBENCH_TABLE_ORDER = ('brightness_contrast', 'cloud', 'compression_artifacts',
 #: Engine name -> column name of the published tables, where they differ.
 PAPER_COLUMN_NAMES = {'salt_pepper_noise': 'salt_pepper'}
 
-#: Calibration metrics (``SegCalibrationMetric`` / ``RotatedDetectionCalibrationMetric``
-#: names), table order, and the prefixes the sweep gives them.
-CALIBRATION_METRICS = ('ECE', 'gap', 'NLL', 'Brier', 'cwECE', 'AURC', 'eAURC', 'acc@90cov')
-CALIBRATION_PREFIXES = {'calib': 'as evaluated', 'calib_ts': 'temperature-scaled'}
-
-Condition = Tuple[str, int]
 Number = Union[int, float]
-
-
-@dataclass(frozen=True)
-class TaskMetric:
-    """How the task metric is read from an evaluator's metrics dict.
-
-    Attributes:
-        task: ``'segmentation'`` or ``'detection'``.
-        keys: metric keys tried in order (the first present is used).
-        name: display name (``'mIoU'``, ``'mAP'``).
-        scale: factor bringing the evaluator's value to 0-100 (``IoUMetric`` reports
-            percentages, ``DOTAMetric`` fractions).
-        per_class_name: prefix of per-class keys (``'IoU.<class>'``, ``'AP.<class>'``).
-    """
-    task: str
-    keys: Tuple[str, ...]
-    name: str
-    scale: float
-    per_class_name: str
-
-
-TASK_METRICS = {
-    'segmentation': TaskMetric('segmentation', ('mIoU', ), 'mIoU', 1.0, 'IoU'),
-    'detection': TaskMetric('detection', ('dota/mAP', 'mAP'), 'mAP', 100.0, 'AP'),
-}
-
-
-def _task_metric(task: str) -> TaskMetric:
-    if task not in TASK_METRICS:
-        raise ValueError(f'unknown task {task!r}; valid: {sorted(TASK_METRICS)}')
-    return TASK_METRICS[task]
 
 
 def _as_float(value: Any, what: str) -> float:
@@ -211,13 +176,19 @@ def _check_corruption(name: Any, protocol: str) -> str:
 
 
 def check_condition(condition: Any, protocol: str = 'reobench') -> Condition:
-    """Validate ``condition`` and return it as a ``(str, int)`` tuple.
+    """The condition of a results entry: ``Condition(corruption, severity,
+    protocol=protocol)``, from a :class:`~reobench_mm.corruptions.condition.Condition`
+    (read as its pair), a key (``'clean'``, ``'cloud@3'``) or a pair.
 
-    ``('clean', 0)`` (or the string ``'clean'``) is the clean condition; otherwise
-    ``(corruption, severity)`` with a corruption of ``protocol`` and severity 1..5.
+    Stricter than a ``Condition``: the clean condition is ``('clean', 0)`` (a corruption
+    at severity 0 or ``'clean'`` at another severity is an error, not clean), the
+    severity is 1..5 otherwise, and an unknown name is a ValueError that names the
+    engine's name of a published column (``'salt_pepper'``).
     """
-    if condition == CLEAN:
-        return CLEAN_CONDITION
+    if isinstance(condition, Condition):
+        condition = condition.pair
+    elif isinstance(condition, str):
+        condition = _parse_key(condition)
     if not isinstance(condition, (tuple, list)) or len(condition) != 2:
         raise ValueError(f"a condition is ('clean', 0) or (corruption, severity), got "
                          f'{condition!r}')
@@ -227,10 +198,10 @@ def check_condition(condition: Any, protocol: str = 'reobench') -> Condition:
     if isinstance(severity, bool) or not isinstance(severity, int):
         raise ValueError(f'the severity of condition {condition!r} must be an integer, '
                          f'got {severity!r}')
-    if name == CLEAN:
+    if name == CLEAN_NAME:
         if severity != 0:
             raise ValueError(f"the clean condition is ('clean', 0), got {condition!r}")
-        return CLEAN_CONDITION
+        return Condition(protocol=protocol)
     _check_corruption(name, protocol)
     if severity == 0:
         raise ValueError(f'condition {condition!r}: severity 0 is the clean condition; '
@@ -238,24 +209,18 @@ def check_condition(condition: Any, protocol: str = 'reobench') -> Condition:
     if not 1 <= severity <= 5:
         raise ValueError(f'condition {condition!r}: severity must be in 1..5, got '
                          f'{severity}')
-    return (name, severity)
+    return Condition(name, severity, protocol=protocol)
 
 
-def condition_key(condition: Condition) -> str:
-    """Text key of a condition: ``'clean'`` or ``'<corruption>@<severity>'``."""
-    name, severity = condition
-    return CLEAN if name == CLEAN else f'{name}@{severity}'
-
-
-def parse_condition_key(key: str, protocol: str = 'reobench') -> Condition:
-    """Inverse of :func:`condition_key` (validated)."""
-    if key == CLEAN:
-        return CLEAN_CONDITION
+def _parse_key(key: str) -> Tuple[str, int]:
+    """The pair of a condition key (``'clean'``, ``'<corruption>@<severity>'``)."""
+    if key == CLEAN_NAME:
+        return CLEAN_NAME, 0
     name, sep, severity = key.rpartition('@')
     if not sep or not severity.lstrip('-').isdigit():
         raise ValueError(f"a condition key is 'clean' or '<corruption>@<severity>', got "
                          f'{key!r}')
-    return check_condition((name, int(severity)), protocol)
+    return name, int(severity)
 
 
 def corruption_order(names: Iterable[str], protocol: str = 'reobench') -> List[str]:
@@ -272,9 +237,9 @@ def corruption_order(names: Iterable[str], protocol: str = 'reobench') -> List[s
 def _sorted_conditions(conditions: Iterable[Condition], protocol: str) -> List[Condition]:
     conditions = list(conditions)
     order = {n: i for i, n in enumerate(corruption_order(
-        {c[0] for c in conditions if c[0] != CLEAN}, protocol))}
-    order[CLEAN] = -1
-    return sorted(conditions, key=lambda c: (order[c[0]], c[1]))
+        {c.corruption for c in conditions if not c.is_clean}, protocol))}
+    order[CLEAN_NAME] = -1
+    return sorted(conditions, key=lambda c: (order[c.corruption], c.severity))
 
 
 # ----------------------------------------------------------------------------------
@@ -300,10 +265,10 @@ def condition_result_from_metrics(metrics: Mapping[str, Any], task: str,
 
     Every other numeric entry goes to ``extra`` unchanged.
     """
-    spec = _task_metric(task)
+    spec = results_task(task)
     if not isinstance(metrics, Mapping):
         raise TypeError(f'metrics must be a mapping, got {type(metrics)}')
-    keys = (metric_key, ) if metric_key else spec.keys
+    keys = (metric_key, ) if metric_key else spec.metric_keys
     key = next((k for k in keys if k in metrics), None)
     if key is None:
         raise KeyError(f'the {task} metric ({" or ".join(keys)}) is not in the metrics; '
@@ -344,7 +309,7 @@ def as_condition_result(result: Any, task: Optional[str] = None) -> ConditionRes
             return ConditionResult.from_dict(result)
         if task is None:
             raise ValueError(f'a raw metrics dict (keys {sorted(result)}) needs task= '
-                             f'(one of {sorted(TASK_METRICS)}) to find the task metric')
+                             f'(one of {sorted(RESULTS_TASKS)}) to find the task metric')
         return condition_result_from_metrics(result, task)
     if isinstance(result, bool):
         raise TypeError(f'a condition result cannot be a bool ({result!r})')
@@ -355,17 +320,16 @@ def as_condition_result(result: Any, task: Optional[str] = None) -> ConditionRes
 
 def normalize_results(results: Mapping[Any, Any], protocol: str = 'reobench',
                       task: Optional[str] = None) -> Dict[Condition, ConditionResult]:
-    """Validate a ``condition -> result`` mapping; conditions may also be text keys
-    (:func:`condition_key`). Returns the mapping in table order."""
+    """Validate a ``condition -> result`` mapping (conditions as :func:`check_condition`
+    reads them). Returns ``Condition -> ConditionResult`` in table order."""
     check_protocol(protocol)
     if not isinstance(results, Mapping):
         raise TypeError(f'results must be a mapping condition -> result, got {type(results)}')
     out: Dict[Condition, ConditionResult] = {}
     for cond, result in results.items():
-        cond = parse_condition_key(cond, protocol) if isinstance(cond, str) \
-            else check_condition(cond, protocol)
+        cond = check_condition(cond, protocol)
         if cond in out:
-            raise ValueError(f'condition {condition_key(cond)!r} appears twice')
+            raise ValueError(f'condition {cond.key!r} appears twice')
         out[cond] = as_condition_result(result, task)
     return {c: out[c] for c in _sorted_conditions(out, protocol)}
 
@@ -387,7 +351,7 @@ def merge_results(partials: Sequence[Mapping[Any, Any]], protocol: str = 'reoben
             if cond in merged and nan_to_null(merged[cond].to_dict()) != \
                     nan_to_null(result.to_dict()):  # NaN == NaN here
                 raise ValueError(
-                    f'conflicting results for condition {condition_key(cond)!r}: shard '
+                    f'conflicting results for condition {cond.key!r}: shard '
                     f'{source[cond]} has {merged[cond].value!r}, shard {index} has '
                     f'{result.value!r}' + ('' if merged[cond].value != result.value else
                                            ' (per-class or extra metrics differ)'))
@@ -400,7 +364,7 @@ def results_to_jsonable(results: Mapping[Condition, Any],
                         protocol: str = 'reobench') -> Dict[str, Any]:
     """``{'clean': {...}, 'cloud@3': {...}}`` (NaN as ``null``), for shard files."""
     results = normalize_results(results, protocol)
-    return {condition_key(c): nan_to_null(r.to_dict()) for c, r in results.items()}
+    return {c.key: nan_to_null(r.to_dict()) for c, r in results.items()}
 
 
 def results_from_jsonable(data: Mapping[str, Any],
@@ -520,9 +484,9 @@ class RobustnessSummary:
         """The numbers (deterministic order, NaN as ``null``)."""
         conditions = []
         for cond, result in self.conditions.items():
-            row = {'condition': condition_key(cond), 'corruption': cond[0],
-                   'severity': cond[1],
-                   'category': None if cond[0] == CLEAN else self.category(cond[0])}
+            row = {'condition': cond.key, 'corruption': cond.corruption,
+                   'severity': cond.severity,
+                   'category': None if cond.is_clean else self.category(cond.corruption)}
             row.update(result.to_dict())
             conditions.append(row)
         data = {
@@ -582,19 +546,20 @@ def aggregate(results: Mapping[Any, Any], protocol: str = 'reobench',
     """
     check_protocol(protocol)
     if task is not None:
-        _task_metric(task)
+        results_task(task)
     if not results:
         raise ValueError('empty results: nothing to aggregate')
     conditions = normalize_results(results, protocol, task)
-    if CLEAN_CONDITION not in conditions:
+    clean_result = conditions.get(Condition(protocol=protocol))
+    if clean_result is None:
         raise ValueError("no clean condition ('clean', 0) in the results: ΔTP and rPC "
                          'need the clean metric')
-    clean = conditions[CLEAN_CONDITION].value
+    clean = clean_result.value
 
     per_severity: Dict[str, Dict[int, float]] = {}
-    for (name, severity), result in conditions.items():
-        if name != CLEAN:
-            per_severity.setdefault(name, {})[severity] = result.value
+    for cond, result in conditions.items():
+        if not cond.is_clean:
+            per_severity.setdefault(cond.corruption, {})[cond.severity] = result.value
     if not per_severity:
         raise ValueError('the results hold only the clean condition: no corruption to '
                          'aggregate')
@@ -617,15 +582,15 @@ def aggregate(results: Mapping[Any, Any], protocol: str = 'reobench',
     not_evaluated = tuple(n for n in corruption_order(list_corruptions(protocol), protocol)
                           if n not in per_severity)
     if metric is None:
-        metric = TASK_METRICS[task].name if task else 'metric'
+        metric = results_task(task).metric_name if task else 'metric'
     return RobustnessSummary(
         protocol=protocol, task=task, metric=metric, clean=clean, conditions=conditions,
         corruptions=corruptions, severities=severities, per_severity=per_severity,
         per_corruption=per_corruption, missing_severities=missing,
         not_evaluated=not_evaluated, avg=overall.avg, delta_tp=overall.delta_tp,
         mpc=overall.mpc, rpc=overall.rpc, per_category=scores['per_category'],
-        per_class=_per_class_scores(conditions, corruptions),
-        extra=_extra_scores(conditions, corruptions))
+        per_class=_per_class_scores(conditions, clean_result, corruptions),
+        extra=_extra_scores(conditions, clean_result, corruptions))
 
 
 def _check_severity(severity: Any) -> int:
@@ -647,6 +612,7 @@ def _group_means(conditions: Mapping[Condition, ConditionResult], corruptions: S
 
 
 def _per_class_scores(conditions: Mapping[Condition, ConditionResult],
+                      clean_result: ConditionResult,
                       corruptions: Sequence[str]) -> Optional[Dict[str, Any]]:
     tables = [r.per_class for r in conditions.values()]
     if any(t is None for t in tables):
@@ -654,7 +620,7 @@ def _per_class_scores(conditions: Mapping[Condition, ConditionResult],
     classes = list(tables[0])
     if any(set(t) != set(classes) for t in tables):
         return None
-    clean = dict(conditions[CLEAN_CONDITION].per_class)
+    clean = dict(clean_result.per_class)
     per_corruption = _group_means(conditions, corruptions,
                                   lambda r: {k: r.per_class[k] for k in classes})
     avg = {k: mean(per_corruption[n][k] for n in corruptions) for k in classes}
@@ -663,13 +629,14 @@ def _per_class_scores(conditions: Mapping[Condition, ConditionResult],
 
 
 def _extra_scores(conditions: Mapping[Condition, ConditionResult],
+                  clean_result: ConditionResult,
                   corruptions: Sequence[str]) -> Dict[str, Dict[str, Any]]:
     keys = set.intersection(*(set(r.extra) for r in conditions.values()))
     out = {}
     for key in sorted(keys):
         per_corruption = {n: v[key] for n, v in _group_means(
             conditions, corruptions, lambda r: {key: r.extra[key]}).items()}
-        out[key] = {'clean': conditions[CLEAN_CONDITION].extra[key],
+        out[key] = {'clean': clean_result.extra[key],
                     'per_corruption': per_corruption,
                     'avg': mean(per_corruption.values())}
     return out

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..evaluation.keys import ECE, ECE_KEY
 from ..fileio import atomic_write_text
 from .results import RobustnessSummary, engine_to_paper_name
 
@@ -115,10 +116,10 @@ def paper_table_lines(results: Union[RobustnessSummary, Mapping[str, Any]],
     rows: List[Tuple[str, int, PaperRow]] = [(numbers['metric'], 2, PaperRow(
         numbers['clean'], {n: numbers['per_corruption'][n]['mean'] for n in names},
         numbers['avg'], numbers['delta_tp']))]
-    ece = (numbers.get('extra') or {}).get('calib/ECE')
+    ece = (numbers.get('extra') or {}).get(ECE_KEY)
     if ece:
         gap = None if ece['avg'] is None or ece['clean'] is None else ece['avg'] - ece['clean']
-        rows.append(('ECE', 3, PaperRow(ece['clean'], ece['per_corruption'], ece['avg'], gap)))
+        rows.append((ECE, 3, PaperRow(ece['clean'], ece['per_corruption'], ece['avg'], gap)))
     widths = [max(len(h), 6) for h in header]
     label = max(len(name) for name, _, _ in rows)
     lines = []

@@ -4,6 +4,9 @@ The 12 corruptions of REOBench (``protocol='reobench'``) and the 3 shifts of the
 calibration study (``protocol='geofm_calibration'``), at severities 1..5, for any
 band count and for uint8 / uint16 / float images, deterministic per sample.
 
+:class:`Condition` is one evaluation condition (clean, or a corruption at a severity, with
+its seed, protocol and border); :data:`CLEAN` the clean one.
+
 Argument checks usable before any image is seen (e.g. when a pipeline is built):
 :func:`check_seed`, :func:`check_max_value`, :func:`check_severity`,
 :func:`check_protocol`, :func:`full_scale` (``max_value`` against a dtype),
@@ -11,6 +14,7 @@ Argument checks usable before any image is seen (e.g. when a pipeline is built):
 """
 from . import appearance, geometric  # noqa: F401  (registers the corruptions)
 from .api import corrupt, corrupt_geometric
+from .condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
 from .base import (CATEGORIES, GROUPS, PROTOCOLS, CorruptionSpec, check_image,
                    check_max_value, check_protocol, check_seed, check_severity, full_scale,
                    get_corruption, list_corruptions, make_rng, resolve_corruptions)
@@ -20,5 +24,6 @@ __all__ = [
     'corrupt', 'corrupt_geometric', 'list_corruptions', 'get_corruption',
     'resolve_corruptions', 'make_rng', 'CorruptionSpec', 'GeometricTransform', 'PROTOCOLS',
     'CATEGORIES', 'GROUPS', 'check_seed', 'check_max_value', 'check_severity',
-    'check_protocol', 'check_image', 'full_scale', 'check_ignore_index'
+    'check_protocol', 'check_image', 'full_scale', 'check_ignore_index', 'Condition',
+    'CLEAN', 'CLEAN_NAME', 'CONDITION_FIELDS'
 ]

@@ -16,11 +16,29 @@ A clean condition is normalised: ``Condition('cloud', 0)``, ``Condition('clean',
 border are kept, since the conditions of one sweep share them. (Configs are stricter:
 ``CorruptionTestLoop`` refuses a corruption without a severity, which would otherwise run
 clean under a corruption's name.)
+
+A condition also stands in for the ``(corruption, severity)`` pair that results are keyed
+by, so that code written for pairs keeps working:
+
+- it unpacks and indexes as the pair (``name, severity = condition``, ``condition[0]``);
+  a field name indexes its settings (``condition['seed']``);
+- it equals a 2-tuple with its pair, ``Condition('cloud', 3, seed=1) == ('cloud', 3)``,
+  and hashes as that pair, so a dict keyed by conditions is read with pairs and the
+  reverse;
+- between conditions every field counts: ``Condition('cloud', 3, seed=1)`` and
+  ``Condition('cloud', 3)`` are different conditions (their draws differ), although each
+  equals ``('cloud', 3)``. Equality is therefore not transitive across a pair: a dict or
+  set holding both keeps both, and a pair looks up whichever it meets first. Code that
+  keys one protocol's results by pair (the analysis) builds its conditions with the
+  default seed and border for that reason;
+- conditions sort by their pair, then seed, protocol and border; a pair sorts among
+  them by its own values.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Mapping, Tuple, Union
+import functools
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
 from .base import check_protocol, check_seed, check_severity, get_corruption
 from .geometric import check_border
@@ -33,7 +51,8 @@ CONDITION_FIELDS = ('corruption', 'severity', 'seed', 'protocol', 'border')
 _DEFAULTS = dict(seed=0, protocol='reobench', border='reflect')
 
 
-@dataclass(frozen=True)
+@functools.total_ordering
+@dataclass(frozen=True, eq=False)
 class Condition:
     """Clean, or one corruption of a protocol at one severity.
 
@@ -49,8 +68,10 @@ class Condition:
         KeyError: unknown corruption (the message says which protocol has it, or lists
             close matches and the valid names).
         ValueError: bad severity, seed, protocol or border.
+        TypeError: a corruption name that is not a string.
 
-    Unpacking gives the pair ``(corruption, severity)``: ``name, severity = condition``.
+    Unpacking gives the pair ``(corruption, severity)``: ``name, severity = condition``;
+    a condition equals, hashes and sorts with that pair (see the module docstring).
     """
     corruption: str = CLEAN_NAME
     severity: int = 0
@@ -118,6 +139,37 @@ class Condition:
     def __iter__(self) -> Iterator[Union[str, int]]:
         return iter(self.pair)
 
+    def __getitem__(self, index: Union[int, slice, str]) -> Any:
+        """``condition[0]``, ``condition[1]``: the pair's items; ``condition['seed']``: a
+        field (any of :data:`CONDITION_FIELDS`)."""
+        if isinstance(index, str):
+            if index not in CONDITION_FIELDS:
+                raise KeyError(f'{index!r} is not a condition field; valid: '
+                               f'{list(CONDITION_FIELDS)}')
+            return getattr(self, index)
+        return self.pair[index]
+
+    def _fields(self) -> Tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def __eq__(self, other: Any) -> bool:
+        """Every field against a condition, the pair against a 2-tuple."""
+        if isinstance(other, Condition):
+            return self._fields() == other._fields()
+        if isinstance(other, tuple) and len(other) == 2:
+            return self.pair == other
+        return NotImplemented
+
+    def __lt__(self, other: Any) -> bool:
+        if isinstance(other, Condition):
+            return self._fields() < other._fields()
+        if isinstance(other, tuple) and len(other) == 2:
+            return self.pair < other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.pair)
+
     def __str__(self) -> str:
         return self.key
 
@@ -144,6 +196,30 @@ class Condition:
             raise ValueError(f'unknown condition settings {sorted(unknown)}; valid: '
                              f'{list(CONDITION_FIELDS)}')
         return cls(**settings)
+
+    @classmethod
+    def of(cls, corruption: Union['Condition', str], severity: Optional[int] = None,
+           seed: Optional[int] = None, protocol: Optional[str] = None,
+           border: Optional[str] = None) -> 'Condition':
+        """A condition given whole or by its settings, the two ways the package's
+        functions take one: ``of(condition)`` returns it, ``of('cloud', 3, seed=1)``
+        builds one (settings left None take their defaults).
+
+        Raises:
+            TypeError: a condition together with settings.
+            KeyError, ValueError: invalid settings (as the constructor; a name needs a
+                severity).
+        """
+        settings = dict(seed=seed, protocol=protocol, border=border)
+        if isinstance(corruption, Condition):
+            given = [k for k, v in dict(severity=severity, **settings).items()
+                     if v is not None]
+            if given:
+                raise TypeError(f'a Condition was given together with {given}: give the '
+                                'condition or its settings, not both')
+            return corruption
+        return cls(corruption, severity, **{k: v for k, v in settings.items()
+                                            if v is not None})
 
     @classmethod
     def from_key(cls, key: str, protocol: str = 'reobench', seed: int = 0,

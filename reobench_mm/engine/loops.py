@@ -22,11 +22,10 @@ from mmengine.logging import print_log
 from mmengine.runner import TestLoop
 from torch.utils.data import DataLoader
 
+from ..corruptions.condition import CLEAN, Condition
 from ..registry import LOOPS
-from ..transforms.corruption import ApplyCorruption
-from ..transforms.placement import (CLEAN_SETTINGS, Placement, check_condition_pair,
-                                    condition_of, corruption_steps, label_pipelines,
-                                    place_condition)
+from ..transforms.placement import (Placement, check_condition_pair, condition_of,
+                                    corruption_steps, label_pipelines, place_condition)
 
 __all__ = ['CorruptionTestLoop']
 
@@ -40,8 +39,9 @@ class CorruptionTestLoop(TestLoop):
     gets one where it belongs, and a misplaced one is moved there (logged). Without one
     (``corruption=None``, the default) the pipeline runs as it is written: clean, or
     the condition of its own ``ApplyCorruption`` step. The condition is logged with the
-    metrics and kept in :attr:`condition`, and every evaluated sample is checked to
-    carry it in its metainfo.
+    metrics; :attr:`condition` is the loop's own (None without one) and :attr:`applied`
+    what the pipeline applies (both :class:`~reobench_mm.corruptions.condition.Condition`),
+    and every evaluated sample is checked to carry it in its metainfo.
 
     Args:
         runner, dataloader, evaluator, fp16: as ``TestLoop``.
@@ -75,11 +75,9 @@ class CorruptionTestLoop(TestLoop):
             given = [f'test_cfg.{k}' for k, v in options.items() if v is not None]
             if given:
                 raise ValueError(f'{", ".join(given)} given without test_cfg.corruption')
-            self.condition: Optional[Dict[str, Any]] = None
+            self.condition: Optional[Condition] = None
         else:
-            self.condition = dict(CLEAN_SETTINGS, corruption=corruption, severity=severity,
-                                  **{k: v for k, v in options.items() if v is not None})
-            ApplyCorruption(**self.condition)  # checks names, severity, seed, ...
+            self.condition = Condition.of(corruption, severity, **options)
         scope = cfg.get('default_scope')
         placements = None
         if isinstance(dataloader, dict) and isinstance(dataloader.get('dataset'), dict):
@@ -89,11 +87,11 @@ class CorruptionTestLoop(TestLoop):
         if placements is None:  # built by the caller
             placements = self._place(self.dataloader, scope)
         self.placements: List[Placement] = placements
-        self.applied = condition_of(corruption_steps(self.dataloader.dataset))
-        if self.condition is not None and self.applied != condition_of(
-                [ApplyCorruption(**self.condition)]):
-            raise RuntimeError(f'the built test pipeline applies {self.applied}, not the '
-                               f'loop\'s condition {self.condition}')
+        self.applied: Condition = condition_of(corruption_steps(self.dataloader.dataset))
+        if self.condition is not None and self.applied != (
+                CLEAN if self.condition.is_clean else self.condition):
+            raise RuntimeError(f'the built test pipeline applies {self.applied.settings()}, '
+                               f'not the loop\'s condition {self.condition.settings()}')
 
     def _place(self, dataloader: Any, scope: Optional[str]) -> List[Placement]:
         """The condition into the pipelines; without one, a clean step where there is
@@ -106,11 +104,11 @@ class CorruptionTestLoop(TestLoop):
     def condition_text(self) -> str:
         """``'gaussian_noise severity 5 (seed 0, protocol reobench, border reflect)'`` or
         ``'clean'``: what the pipeline applies."""
-        name, severity = self.applied['corruption'], self.applied['severity']
-        if name == 'clean' or severity == 0:
-            return 'clean'
-        return (f'{name} severity {severity} (seed {self.applied["seed"]}, protocol '
-                f'{self.applied["protocol"]}, border {self.applied["border"]})')
+        applied = self.applied
+        if applied.is_clean:
+            return applied.key
+        return (f'{applied.corruption} severity {applied.severity} (seed {applied.seed}, '
+                f'protocol {applied.protocol}, border {applied.border})')
 
     def run(self) -> dict:
         for placement in self.placements:
@@ -128,7 +126,7 @@ class CorruptionTestLoop(TestLoop):
     def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
         """Check that the batch was made under the loop's condition (dataloader workers
         that started before the condition was set would not be), then evaluate it."""
-        expected = (self.applied['corruption'], self.applied['severity'])
+        expected = self.applied.pair
         for sample in _flat(data_batch.get('data_samples') if isinstance(data_batch, dict)
                             else None):
             meta = getattr(sample, 'metainfo', {})

@@ -5,7 +5,9 @@
   imported, as ``import reobench_mm`` does);
 - :mod:`reobench_mm.evaluation.functional`: the statistics behind them, on plain arrays
   and tensors (calibration histograms, detection matching, streaming sums, temperature
-  fitting, representation similarity).
+  fitting, representation similarity);
+- :mod:`reobench_mm.evaluation.keys`: the task vocabulary (task names, how
+  ``results.json`` writes them, their metrics) and the metric keys and prefixes.
 
 May import the layers below it: the base modules (``version``, ``fileio``, ``registry``),
 ``corruptions``, ``transforms``, ``datasets`` and ``models``; never ``engine``, ``utils``,

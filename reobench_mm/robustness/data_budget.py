@@ -43,15 +43,17 @@ from ..analysis.compare import kendall_tau
 from ..analysis.plotting import plot_data_budget
 from ..analysis.report import load_results_json
 from ..analysis.tables import fmt_number, markdown_table
+from ..corruptions.condition import CLEAN
 from ..datasets.subset import apply_data_fraction, check_fraction
+from ..evaluation.keys import ECE_KEY, get_task
 from ..fileio import (atomic_write_text, dump_json_atomic, file_sha256, finite_or_none,
                       json_round_trip)
-from ..utils.config import SEGMENTATION, infer_task, prepare_train_config
+from ..utils.config import infer_task, prepare_train_config
 from .plan import select_corruptions, select_severities
 from .sweep import RobustnessSweep
 
 __all__ = [
-    'DATA_BUDGET_FORMAT', 'DEFAULT_FRACTIONS', 'DATA_BUDGET_FILES', 'ECE_KEY',
+    'DATA_BUDGET_FORMAT', 'DEFAULT_FRACTIONS', 'DATA_BUDGET_FILES',
     'run_data_budget', 'check_fractions', 'fraction_dirname', 'budget_row',
     'kendall_tau_by_fraction', 'data_budget_markdown', 'data_budget_csv_text',
     'write_data_budget_report'
@@ -64,7 +66,6 @@ SWEEP_DIR = 'robustness'
 DEFAULT_FRACTIONS = (0.01, 0.1, 0.25, 0.5, 0.75)
 DATA_BUDGET_FILES = ('data_budget.json', 'data_budget.csv', 'data_budget.md',
                      'data_budget.png')
-ECE_KEY = 'calib/ECE'
 #: Ranked quantities of the several-model τ: row key -> title.
 MODEL_TAU_KEYS = {'clean': 'clean', 'corrupted_avg': 'corrupted avg',
                   'ece_clean': 'ECE clean', 'ece_corrupted_avg': 'ECE corrupted avg'}
@@ -121,7 +122,7 @@ def budget_row(model: str, fraction: float, results: Mapping[str, Any],
     for entry in numbers['conditions']:
         extra = entry.get('extra') or {}
         ece = finite_or_none(extra.get(ECE_KEY))
-        if entry['condition'] == 'clean':
+        if entry['condition'] == CLEAN.key:
             clean_value, ece_clean = float(entry['value']), ece
         else:
             conditions[entry['condition']] = float(entry['value'])
@@ -478,7 +479,7 @@ def run_data_budget(configs: Sequence[str],
         if list(row['conditions']) != conditions:
             raise ValueError(f'{row["model"]} at fraction {row["fraction"]:g} has the '
                              f'conditions {list(row["conditions"])}, expected {conditions}')
-    task = 'segmentation' if tasks[configs[0]] == SEGMENTATION else 'detection'
+    task = get_task(tasks[configs[0]]).results_name
     doc = dict(format=DATA_BUDGET_FORMAT, task=task, metric=rows[0]['metric'], models=models,
                configs={m: osp.abspath(c) for m, c in zip(models, configs)},
                fractions=fractions, corruptions=corruptions, severities=severities,

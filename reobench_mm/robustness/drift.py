@@ -21,9 +21,10 @@ from torch import nn
 
 from ..analysis.plotting import plot_representation_drift
 from ..analysis.report import make_provenance
+from ..corruptions.condition import Condition
 from ..evaluation.functional.representation import DriftAccumulator
 from ..fileio import dump_json_atomic, file_sha256
-from ..utils.config import check_corruption_args, insert_corruption
+from ..utils.config import insert_corruption
 
 __all__ = ['representation_drift', 'default_drift_work_dir', 'select_drift_layers',
            'DriftLayer', 'layer_tokens', 'sample_token_positions', 'RESULT_FORMAT',
@@ -219,15 +220,15 @@ def _check_positive(name: str, value: Any, allow_none: bool = False) -> None:
                          f'got {value!r}')
 
 
-def _build_loader(cfg, corruption: str, severity: int, seed: int):
+def _build_loader(cfg, condition: Condition):
     from mmengine.runner import Runner
     cfg = copy.deepcopy(cfg)
-    insert_corruption(cfg, corruption, severity, seed=seed)
+    insert_corruption(cfg, condition)
     loader_cfg = copy.deepcopy(cfg.test_dataloader)
     loader_cfg.num_workers = 0
     loader_cfg.persistent_workers = False
     loader_cfg.sampler = dict(type='DefaultSampler', shuffle=False)
-    return Runner.build_dataloader(loader_cfg, seed=seed)
+    return Runner.build_dataloader(loader_cfg, seed=condition.seed)
 
 
 def _sample_paths(batch: dict) -> List[Optional[str]]:
@@ -250,12 +251,12 @@ def _forward_tokens(model: nn.Module, batch: dict, capture: _Capture,
     return {layer.name: layer_tokens(capture.outputs[layer.name], layer) for layer in layers}
 
 
-def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], corruption: str,
-                   severity: int, seed: int, tokens_per_image: int,
-                   max_images: Optional[int], images_per_minibatch: int) -> Dict[str, Any]:
+def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], condition: Condition,
+                   tokens_per_image: int, max_images: Optional[int],
+                   images_per_minibatch: int) -> Dict[str, Any]:
     """Stream one condition: clean and corrupted loaders in lockstep, clean recomputed."""
-    clean_loader = _build_loader(cfg, 'clean', 0, seed)
-    corrupted_loader = _build_loader(cfg, corruption, severity, seed)
+    clean_loader = _build_loader(cfg, condition.clean())
+    corrupted_loader = _build_loader(cfg, condition)
     accumulators = {layer.name: DriftAccumulator(images_per_minibatch) for layer in layers}
     token_counts: Dict[str, int] = {}
     image_index = 0
@@ -279,8 +280,8 @@ def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], corrupti
                                        'shape (the corruption changed the image size?)')
                 token_counts[layer.name] = a.shape[1]
                 for i in range(keep):
-                    positions = sample_token_positions(a.shape[1], tokens_per_image, seed,
-                                                       image_index + i)
+                    positions = sample_token_positions(a.shape[1], tokens_per_image,
+                                                       condition.seed, image_index + i)
                     sample_a, sample_b = a[i], b[i]
                     if positions is not None:
                         index = torch.from_numpy(positions)
@@ -388,13 +389,10 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     if isinstance(severities, (str, int)) or not severities:
         raise ValueError(f'severities must be a non-empty list of integers 0..5, got '
                          f'{severities!r}')
-    conditions = []
+    conditions: List[Condition] = []
     for corruption in corruptions:
         for severity in severities:
-            settings = check_corruption_args(corruption, severity, seed)
-            condition = (settings['corruption'], settings['severity'])
-            if condition[0] == 'clean' or condition[1] == 0:
-                condition = ('clean', 0)
+            condition = Condition(corruption, severity, seed)
             if condition not in conditions:
                 conditions.append(condition)
     _check_positive('tokens_per_image', tokens_per_image)
@@ -417,13 +415,12 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
 
     results = []
     with torch.no_grad():
-        for corruption, severity in conditions:
-            outcome = _run_condition(model, cfg, selected, corruption, severity, int(seed),
-                                     int(tokens_per_image), max_images,
-                                     int(images_per_minibatch))
-            name = 'clean' if corruption == 'clean' else f'{corruption}@{severity}'
-            results.append(dict(condition=name, corruption=corruption, severity=severity,
-                                **outcome))
+        for condition in conditions:
+            outcome = _run_condition(model, cfg, selected, condition, int(tokens_per_image),
+                                     max_images, int(images_per_minibatch))
+            name = condition.key
+            results.append(dict(condition=name, corruption=condition.corruption,
+                                severity=condition.severity, **outcome))
             print_log(f'representation drift {name}: CKA ' + ', '.join(
                 f'{k} {"n/a" if v["cka"] is None else round(v["cka"], 4)}'
                 for k, v in outcome['blocks'].items()), logger='current')
@@ -437,7 +434,7 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     document = dict(
         format=RESULT_FORMAT,
         blocks=block_info,
-        settings=dict(corruptions=list(dict.fromkeys(c for c, _ in conditions)),
+        settings=dict(corruptions=list(dict.fromkeys(c.corruption for c in conditions)),
                       severities=[int(s) for s in severities], num_blocks=num_blocks,
                       layers=None if layers is None else list(layers),
                       tokens_per_image=int(tokens_per_image),

@@ -1,9 +1,10 @@
 """What a robustness sweep evaluates: the selection of corruptions and severities, the
 list of conditions (clean first) and its shards.
 
-A sharded sweep (``shard=(i, n)``) evaluates the conditions ``i, i + n, i + 2n, ...`` of
-the full list (:func:`shard_conditions`); the clean condition is the first, so it belongs
-to shard 0. Nothing here reads or writes files.
+Conditions are :class:`~reobench_mm.corruptions.condition.Condition`. A sharded sweep
+(``shard=(i, n)``) evaluates the conditions ``i, i + n, i + 2n, ...`` of the full list
+(:func:`shard_conditions`); the clean condition is the first, so it belongs to shard 0.
+Nothing here reads or writes files.
 """
 from __future__ import annotations
 
@@ -13,16 +14,13 @@ from typing import List, Optional, Sequence, Tuple, Union
 from ..corruptions import GROUPS, PROTOCOLS, list_corruptions
 from ..corruptions import resolve_corruptions as _resolve_names
 from ..corruptions.base import check_severity
+from ..corruptions.condition import CLEAN, Condition
 from .store import SweepError
 
 __all__ = [
-    'Condition', 'CLEAN_CONDITION', 'select_corruptions', 'select_severities',
-    'sweep_conditions', 'parse_shard', 'shard_conditions', 'default_sweep_work_dir',
-    'condition_key'
+    'select_corruptions', 'select_severities', 'sweep_conditions', 'parse_shard',
+    'shard_conditions', 'default_sweep_work_dir'
 ]
-
-Condition = Tuple[str, int]
-CLEAN_CONDITION: Condition = ('clean', 0)
 
 
 def select_corruptions(names: Optional[Sequence[str]], protocol: str = 'reobench') -> List[str]:
@@ -70,10 +68,11 @@ def select_severities(severities: Optional[Sequence[int]]) -> List[int]:
     return sorted(out)
 
 
-def sweep_conditions(corruptions: Sequence[str], severities: Sequence[int]) -> List[Condition]:
-    """The full condition list: clean first, then corruption by corruption, severity by
-    severity."""
-    return [CLEAN_CONDITION] + [(c, s) for c in corruptions for s in severities]
+def sweep_conditions(corruptions: Sequence[str], severities: Sequence[int],
+                     clean: Condition = CLEAN) -> List[Condition]:
+    """The full condition list: ``clean`` first, then corruption by corruption, severity
+    by severity, all with the seed, protocol and border of ``clean``."""
+    return [clean] + [clean.with_corruption(c, s) for c in corruptions for s in severities]
 
 
 def parse_shard(shard: Union[None, str, Sequence[int]]) -> Optional[Tuple[int, int]]:
@@ -103,9 +102,3 @@ def shard_conditions(conditions: Sequence[Condition],
 def default_sweep_work_dir(config: str) -> str:
     """``work_dirs/robustness/<config file stem>``."""
     return osp.join('work_dirs', 'robustness', osp.splitext(osp.basename(config))[0])
-
-
-def condition_key(condition: Condition) -> str:
-    """``'clean'`` or ``'<corruption>@<severity>'`` (the key of a condition's record)."""
-    name, severity = condition
-    return 'clean' if name == 'clean' else f'{name}@{severity}'

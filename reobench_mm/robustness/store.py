@@ -40,8 +40,9 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequ
                     Tuple)
 
 from ..analysis.report import Report, write_report
-from ..analysis.results import (Condition, ConditionResult, condition_result_from_metrics,
-                                merge_results, parse_condition_key, results_to_jsonable)
+from ..analysis.results import (ConditionResult, condition_result_from_metrics, merge_results,
+                                results_to_jsonable)
+from ..corruptions.condition import CLEAN, Condition
 from ..fileio import dump_json_atomic
 from .fingerprint import differing_parts
 
@@ -187,7 +188,7 @@ def condition_result_dict(metrics: Mapping[str, Any], metric_task: str) -> Dict[
     (:func:`~reobench_mm.analysis.results.condition_result_from_metrics`, NaN as
     ``null``)."""
     result = condition_result_from_metrics(metrics, metric_task)
-    return results_to_jsonable({('clean', 0): result})['clean']
+    return results_to_jsonable({CLEAN: result})[CLEAN.key]
 
 
 def record_identity_problem(record: Any, condition_key: str) -> Optional[str]:
@@ -576,7 +577,7 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
                 raise SweepError(f'{file} {problem}; run shard {data["shard"][0]} again '
                                  '(it evaluates that condition again)')
             partial[key] = ConditionResult.from_dict(record['result'])
-            records[parse_condition_key(key, first['protocol'])] = record
+            records[Condition.from_key(key, first['protocol'])] = record
         partials.append(partial)
     merged = merge_results(partials, protocol=first['protocol'], task=first['task'])
     if len(merged) != first['num_conditions']:

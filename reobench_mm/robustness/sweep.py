@@ -9,16 +9,16 @@ What it evaluates (the selection, the conditions, their shards) is
 :mod:`reobench_mm.robustness.plan`; the files it writes and checks are
 :mod:`reobench_mm.robustness.store`. Files under the work dir:
 
-- ``conditions/<tag>.json``: one per finished condition (``tag`` as
-  :func:`~reobench_mm.utils.config.corruption_tag`, e.g. ``clean``, ``cloud_s3``),
-  written atomically: the settings, the raw metrics, the condition result and a
-  fingerprint of the inputs. A rerun skips the conditions that have a file (unless
-  ``force``), so a killed run loses at most the condition in progress. Before reuse each
-  record is checked: a record that is not an object, or whose settings, metrics, result
-  or digest disagree, is evaluated again (with a warning giving the reason); one written
-  for other inputs (:mod:`~reobench_mm.robustness.fingerprint`: the resolved config, the
-  checkpoint, the test data, the code, the options) is an error naming the part that
-  differs.
+- ``conditions/<tag>.json``: one per finished condition (the
+  :class:`~reobench_mm.corruptions.condition.Condition`'s ``tag``, e.g. ``clean``,
+  ``cloud_s3``; its ``key``, e.g. ``cloud@3``, inside), written atomically: the settings,
+  the raw metrics, the condition result and a fingerprint of the inputs. A rerun skips
+  the conditions that have a file (unless ``force``), so a killed run loses at most the
+  condition in progress. Before reuse each record is checked: a record that is not an
+  object, or whose settings, metrics, result or digest disagree, is evaluated again (with
+  a warning giving the reason); one written for other inputs
+  (:mod:`~reobench_mm.robustness.fingerprint`: the resolved config, the checkpoint, the
+  test data, the code, the options) is an error naming the part that differs.
 - ``results.json``, ``results.csv``, ``report.md`` and the plots
   (:func:`~reobench_mm.analysis.report.write_report`) at the end of a non-sharded run.
 - ``shard_<i>-of-<n>.json``: the manifest of a sharded run (``shard=(i, n)``: the
@@ -48,17 +48,17 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from ..analysis.report import Report, make_provenance, write_report
 from ..analysis.results import ConditionResult
 from ..corruptions import get_corruption
-from ..corruptions.geometric import BORDER_MODES
+from ..corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
+from ..evaluation.keys import (CALIBRATION_PREFIX, ROTATED_DETECTION, SCALED_CALIBRATION_PREFIX,
+                               TEMPERATURE_METRICS, TEMPERATURE_PREFIX, get_task, metric_key)
 from ..fileio import dump_json_atomic, file_sha256, json_round_trip
 from ..transforms.placement import corruption_steps
-from ..utils.config import (ROTATED_DETECTION, corruption_tag, prepare_test_config,
-                            use_plain_test_loop)
+from ..utils.config import prepare_test_config, use_plain_test_loop
 from .fingerprint import (FINGERPRINT_PARTS, code_fingerprint, config_fingerprint,
                           dataset_fingerprint, differing_parts, result_options)
-from .plan import (CLEAN_CONDITION, Condition, condition_key, default_sweep_work_dir,
-                   parse_shard, select_corruptions, select_severities, shard_conditions,
-                   sweep_conditions)
+from .plan import (default_sweep_work_dir, parse_shard, select_corruptions, select_severities,
+                   shard_conditions, sweep_conditions)
 from .store import (CONDITION_FORMAT, CONDITIONS_DIR, SweepError, WorkDirLock,
                     WorkDirLockedError, WorkDirSnapshot, calibration_details, check_writable,
                     condition_record_problem, condition_result_dict, forget_runner_instances,
@@ -67,8 +67,7 @@ from .store import (CONDITION_FORMAT, CONDITIONS_DIR, SweepError, WorkDirLock,
 
 __all__ = [
     'CheckpointMismatchError', 'FingerprintMismatchError', 'SweepOutcome', 'RobustnessSweep',
-    'run_sweep', 'set_corruption', 'classwise_evaluator', 'calibration_metric_cfgs',
-    'CALIBRATION_PREFIX', 'SCALED_CALIBRATION_PREFIX', 'TEMPERATURE_FILE'
+    'run_sweep', 'classwise_evaluator', 'calibration_metric_cfgs', 'TEMPERATURE_FILE'
 ]
 
 
@@ -85,19 +84,6 @@ class FingerprintMismatchError(SweepError):
     def __init__(self, message: str, parts: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.parts = list(parts)
-
-
-def _robustness_task(task: str) -> str:
-    """The task name of :mod:`reobench_mm.analysis` (``'detection'`` for rotated boxes)."""
-    return 'detection' if task == ROTATED_DETECTION else task
-
-
-# ----------------------------------------------------------------------------- pipelines
-
-def set_corruption(step, corruption: str, severity: int, seed: int, protocol: str,
-                   border: str) -> None:
-    """Switch an ``ApplyCorruption`` instance to other settings (in place)."""
-    step.set_condition(corruption, severity, seed, protocol, border)
 
 
 # ----------------------------------------------------------------------------- evaluators
@@ -130,17 +116,14 @@ def classwise_evaluator(evaluator: Any) -> List[Any]:
             else metric for metric in _as_metric_list(evaluator)]
 
 
-#: Prefixes of the calibration metrics the sweep adds: as evaluated, and (segmentation,
-#: with temperature scaling) with the temperature fitted on clean validation pixels.
-CALIBRATION_PREFIX = 'calib'
-SCALED_CALIBRATION_PREFIX = 'calib_ts'
 TEMPERATURE_FILE = 'temperature.json'
 
 
 def calibration_metric_cfgs(task: str, temperature_scaling: bool = False) -> List[dict]:
     """The metric configs the sweep appends for calibration: ``SegCalibrationMetric``
     (segmentation; plus a second one with prefix ``calib_ts`` for temperature scaling,
-    whose temperature is set after fitting) or ``RotatedDetectionCalibrationMetric``."""
+    whose temperature is set after fitting) or ``RotatedDetectionCalibrationMetric``,
+    with the prefixes of :mod:`reobench_mm.evaluation.keys`."""
     if task == ROTATED_DETECTION:
         if temperature_scaling:
             raise SweepError('temperature scaling is for segmentation (it rescales the '
@@ -234,17 +217,19 @@ class RobustnessSweep:
                  decode_cache_bytes: int = 2 * 1024**3) -> None:
         self.corruptions = select_corruptions(corruptions, protocol)
         self.severities = select_severities(severities)
-        if border not in BORDER_MODES:
-            raise SweepError(f'border must be one of {list(BORDER_MODES)}, got {border!r}')
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise SweepError(f'seed must be an integer, got {seed!r}')
+        try:
+            #: the clean condition with the sweep's seed, protocol and border
+            self.clean_condition = Condition(seed=seed, protocol=protocol, border=border)
+        except ValueError as error:
+            raise SweepError(str(error)) from None
         if isinstance(decode_cache_bytes, bool) or not isinstance(decode_cache_bytes, int) \
                 or decode_cache_bytes < 0:
             raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got '
                              f'{decode_cache_bytes!r}')
         self.protocol, self.seed, self.border = protocol, seed, border
         self.shard = parse_shard(shard)
-        self.all_conditions = sweep_conditions(self.corruptions, self.severities)
+        self.all_conditions = sweep_conditions(self.corruptions, self.severities,
+                                               self.clean_condition)
         self.conditions = shard_conditions(self.all_conditions, self.shard)
         if not osp.isfile(config):
             raise FileNotFoundError(f'config {config!r} does not exist')
@@ -260,9 +245,7 @@ class RobustnessSweep:
         # sweep switches it itself, so the test loop is MMEngine's own
         setup = prepare_test_config(
             config, checkpoint, work_dir=self.work_dir, cfg_options=self.cfg_options,
-            launcher=launcher,
-            corruption=dict(corruption='clean', severity=0, seed=seed, protocol=protocol,
-                            border=border),
+            launcher=launcher, corruption=self.clean_condition,
             geometric=any(get_corruption(name, protocol).moves_labels
                           for name in self.corruptions))
         self.placements = setup.placements
@@ -293,7 +276,8 @@ class RobustnessSweep:
         if isinstance(cfg.get('visualizer'), dict):
             cfg.visualizer.name = f'robustness_visualizer_{uuid.uuid4().hex[:8]}'
         self.cfg, self.task = cfg, setup.task
-        self.metric_task = _robustness_task(setup.task)
+        #: the task as results.json writes it ('segmentation', 'detection')
+        self.metric_task = get_task(setup.task).results_name
         self.conditions_dir = osp.join(self.work_dir, CONDITIONS_DIR)
 
         self.config_sha256 = file_sha256(config)
@@ -314,17 +298,18 @@ class RobustnessSweep:
         self._created_dirs = check_writable(self.conditions_dir)
 
     # ------------------------------------------------------------------ files
-    def tag(self, condition: Condition) -> str:
-        name, severity = condition
-        return corruption_tag(name, severity, self.seed, self.protocol, self.border)
+    def condition(self, condition: Any) -> Condition:
+        """``condition`` as a :class:`~reobench_mm.corruptions.condition.Condition` of
+        this sweep: a pair (``('cloud', 3)``) or key (``'cloud@3'``) gets the sweep's seed,
+        protocol and border; a condition is taken as it is."""
+        return Condition.coerce(condition, self.protocol, self.seed, self.border)
 
-    def condition_file(self, condition: Condition) -> str:
+    def tag(self, condition: Any) -> str:
+        """The file-name tag of a condition (:meth:`condition` reads it)."""
+        return self.condition(condition).tag
+
+    def condition_file(self, condition: Any) -> str:
         return osp.join(self.conditions_dir, f'{self.tag(condition)}.json')
-
-    def _settings(self, condition: Condition) -> dict:
-        name, severity = condition
-        return dict(corruption=name, severity=severity, seed=self.seed,
-                    protocol=self.protocol, border=self.border)
 
     # ------------------------------------------------------------------ fingerprint
     def _list_test_data(self, dataset=None) -> None:
@@ -375,21 +360,22 @@ class RobustnessSweep:
 
     # ------------------------------------------------------------------ records
     def _expected_fields(self, condition: Condition) -> dict:
-        return dict(tag=self.tag(condition), task=self.task, **self._settings(condition))
+        return dict(tag=condition.tag, task=self.task, **condition.settings())
 
-    def reuse_problem(self, condition: Condition) -> Optional[str]:
+    def reuse_problem(self, condition: Any) -> Optional[str]:
         """Why the condition's file cannot be reused (None when it can): missing,
         unreadable, malformed or inconsistent.
 
         Raises:
             FingerprintMismatchError: a well-formed file written for other inputs.
         """
+        condition = self.condition(condition)
         return condition_record_problem(
-            self.condition_file(condition), condition_key(condition),
+            self.condition_file(condition), condition.key,
             self._expected_fields(condition), self.metric_task, self.calibration,
             check_fingerprint=self._check_fingerprint)
 
-    def finished(self, condition: Condition) -> bool:
+    def finished(self, condition: Any) -> bool:
         """Whether the condition has a valid file of the same inputs (see
         :meth:`reuse_problem`; a malformed or inconsistent file is not finished).
 
@@ -400,30 +386,30 @@ class RobustnessSweep:
         return self.reuse_problem(condition) is None
 
     def _write_condition(self, condition: Condition, metrics: dict, seconds: float) -> dict:
-        record = dict(format=CONDITION_FORMAT, condition=condition_key(condition),
-                      tag=self.tag(condition), task=self.task, **self._settings(condition),
+        record = dict(format=CONDITION_FORMAT, condition=condition.key,
+                      tag=condition.tag, task=self.task, **condition.settings(),
                       metrics=metrics, result=condition_result_dict(metrics, self.metric_task),
                       seconds=round(seconds, 3), fingerprint=self.complete_fingerprint())
         if self.calibration:
             record['calibration'] = json_round_trip(self.last_calibration)
         return write_record(self.condition_file(condition), record)
 
-    def load_records(self, conditions: Sequence[Condition]) -> Dict[Condition, dict]:
+    def load_records(self, conditions: Sequence[Any]) -> Dict[Condition, dict]:
         """``condition -> record`` of the condition files.
 
         Raises:
             SweepError: a file is missing, malformed or inconsistent (named, with why).
         """
         out = {}
-        for condition in conditions:
+        for condition in map(self.condition, conditions):
             problem = self.reuse_problem(condition)
             if problem is not None:
-                raise SweepError(f'condition {condition_key(condition)}: {problem}; run the '
+                raise SweepError(f'condition {condition.key}: {problem}; run the '
                                  'sweep again to evaluate it')
             out[condition] = read_json(self.condition_file(condition))[0]
         return out
 
-    def load_results(self, conditions: Sequence[Condition]) -> dict:
+    def load_results(self, conditions: Sequence[Any]) -> Dict[Condition, ConditionResult]:
         """``condition -> ConditionResult`` from the condition files."""
         return {condition: ConditionResult.from_dict(record['result'])
                 for condition, record in self.load_records(conditions).items()}
@@ -569,37 +555,39 @@ class RobustnessSweep:
             for batch in loader:
                 evaluator.process(model.test_step(batch), batch)
         metrics = evaluator.evaluate(len(loader.dataset))
-        temperature = float(metrics['tscale/temperature'])
+        fit = {name: metrics[metric_key(TEMPERATURE_PREFIX, name)]
+               for name in TEMPERATURE_METRICS}
+        temperature = float(fit['temperature'])
         if is_main_process():
             from mmengine.logging import print_log
             print_log(f'temperature fitted on {source}: T = {temperature:.4f} (NLL '
-                      f'{metrics["tscale/nll_before"]:.4f} -> {metrics["tscale/nll_after"]:.4f}, '
-                      f'{int(metrics["tscale/num_pixels"])} pixels, '
+                      f'{fit["nll_before"]:.4f} -> {fit["nll_after"]:.4f}, '
+                      f'{int(fit["num_pixels"])} pixels, '
                       f'{time.perf_counter() - start:.1f} s)', logger='current')
             path = osp.join(self.work_dir, TEMPERATURE_FILE)
             try:
                 dump_json_atomic(dict(
                     temperature=temperature, source=source,
-                    nll_before=float(metrics['tscale/nll_before']),
-                    nll_after=float(metrics['tscale/nll_after']),
-                    num_pixels=int(metrics['tscale/num_pixels']),
+                    nll_before=float(fit['nll_before']), nll_after=float(fit['nll_after']),
+                    num_pixels=int(fit['num_pixels']),
                     fingerprint=self.complete_fingerprint()), path)
             except OSError as error:
                 raise write_error(path, error) from None
         return temperature
 
-    def evaluate(self, condition: Condition) -> Tuple[Dict[str, float], float]:
-        """Run the test loop under ``condition``: ``(metrics, seconds)``."""
+    def evaluate(self, condition: Any) -> Tuple[Dict[str, float], float]:
+        """Run the test loop under ``condition`` (:meth:`condition` reads it):
+        ``(metrics, seconds)``."""
         self.build()
-        settings = self._settings(condition)
+        condition = self.condition(condition)
         for step in self._steps:
-            set_corruption(step, **settings)
+            step.set_condition(condition)
         start = time.perf_counter()
         try:
             metrics = self.runner.test_loop.run()
         finally:
             for step in self._steps:
-                set_corruption(step, **self._settings(CLEAN_CONDITION))
+                step.set_condition(self.clean_condition)
         seconds = time.perf_counter() - start
         # reliability data etc. of the calibration metrics (the accumulators themselves
         # are not kept: the curves and bins are what the report needs)
@@ -624,7 +612,7 @@ class RobustnessSweep:
                     if self.force or problem is not None:
                         todo.append(condition)
                     if problem is not None and osp.isfile(self.condition_file(condition)):
-                        reasons[condition_key(condition)] = problem
+                        reasons[condition.key] = problem
             except Exception as caught:  # told to the other ranks, raised below
                 error = caught
         if get_world_size() > 1:
@@ -714,17 +702,16 @@ class RobustnessSweep:
         if todo:
             self.build()
             state.evaluating = True
-            metric = {'segmentation': 'mIoU', 'detection': 'mAP'}[self.metric_task]
+            metric = get_task(self.task).metric_name
             bar = Progress(len(todo), desc='robustness', unit='condition') if main else None
             for number, condition in enumerate(todo, 1):
                 metrics, seconds = self.evaluate(condition)
-                key = condition_key(condition)
-                outcome.seconds[key] = seconds
+                outcome.seconds[condition.key] = seconds
                 outcome.evaluated.append(condition)
                 if main:
                     record = self._write_condition(condition, metrics, seconds)
                     bar.break_line()
-                    print_log(f'robustness [{number}/{len(todo)}] {self.tag(condition)}: '
+                    print_log(f'robustness [{number}/{len(todo)}] {condition.tag}: '
                               f'{metric} {record["result"]["value"]:.2f} ({seconds:.1f} s)',
                               logger='current')
                     bar.update()
@@ -765,7 +752,7 @@ class RobustnessSweep:
         return write_shard_manifest(
             self.work_dir, self.shard, task=self.metric_task, protocol=self.protocol,
             corruptions=self.corruptions, severities=self.severities,
-            condition_files={condition_key(c): osp.join(CONDITIONS_DIR, f'{self.tag(c)}.json')
+            condition_files={c.key: osp.join(CONDITIONS_DIR, f'{c.tag}.json')
                              for c in self.conditions},
             num_conditions=len(self.all_conditions), fingerprint=self.complete_fingerprint(),
             provenance=self.provenance())

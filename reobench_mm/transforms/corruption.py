@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os.path as osp
 import warnings
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -11,9 +11,9 @@ from mmcv.transforms import BaseTransform
 
 from ..corruptions import corrupt, corrupt_geometric, get_corruption
 from ..corruptions.appearance import check_channel_order, jpeg_round_trip
-from ..corruptions.base import (as_bands, check_max_value, check_protocol, check_seed,
-                                check_severity, from_float, to_float)
-from ..corruptions.geometric import GeometricTransform, check_border
+from ..corruptions.base import as_bands, check_max_value, from_float, to_float
+from ..corruptions.condition import CLEAN_NAME, Condition
+from ..corruptions.geometric import GeometricTransform
 from ..registry import TRANSFORMS
 
 BOX_POLICIES = ('reference', 'drop_outside')
@@ -69,6 +69,10 @@ class ApplyCorruption(BaseTransform):
     - corruption (str), severity (int): what was applied; add them to the packing
       transform's ``meta_keys`` to carry them into the sample's metainfo.
 
+    The condition is kept as a :class:`~reobench_mm.corruptions.condition.Condition`
+    (:attr:`condition`; ``corruption``, ``severity``, ``seed``, ``protocol`` and
+    ``border`` read its fields), so a no-op step says ``'clean'`` and severity 0.
+
     Args:
         corruption (str): a corruption of ``protocol``, or ``'clean'``.
         severity (int): 0..5.
@@ -90,14 +94,14 @@ class ApplyCorruption(BaseTransform):
             instead of refusing them.
     """
 
-    def __init__(self, corruption: str = 'clean', severity: int = 0, seed: int = 0,
+    def __init__(self, corruption: str = CLEAN_NAME, severity: int = 0, seed: int = 0,
                  protocol: str = 'reobench', border: str = 'reflect',
                  box_policy: str = 'reference', angle_version: str = 'le90',
                  ignore_index: int = 255, channel_order: str = 'bgr',
                  max_value: Optional[float] = None,
                  reencode_jpeg_quality: Optional[int] = None,
                  allow_resized: bool = False) -> None:
-        self.set_condition(corruption, severity, seed, protocol, border)
+        self.set_condition(Condition(corruption, severity, seed, protocol, border))
         if box_policy not in BOX_POLICIES:
             raise ValueError(f'box_policy must be one of {BOX_POLICIES}, got {box_policy!r}')
         if angle_version not in ANGLE_VERSIONS:
@@ -119,21 +123,39 @@ class ApplyCorruption(BaseTransform):
         self.allow_resized = allow_resized
         self._warned_resized = False
 
-    def set_condition(self, corruption: str, severity: int, seed: int = 0,
-                      protocol: str = 'reobench', border: str = 'reflect') -> None:
-        """Switch this instance to another condition (checked like the constructor's
-        arguments): the robustness sweep reuses one built pipeline for every condition."""
-        check_protocol(protocol)
-        check_border(border)
-        spec = None if corruption == 'clean' else get_corruption(corruption, protocol)
-        self.severity = check_severity(severity)
-        self.seed = check_seed(seed)
-        self.corruption, self.spec = corruption, spec
-        self.protocol, self.border = protocol, border
+    def set_condition(self, corruption: Union[Condition, str],
+                      severity: Optional[int] = None, seed: Optional[int] = None,
+                      protocol: Optional[str] = None, border: Optional[str] = None) -> None:
+        """Switch this instance to another condition: a
+        :class:`~reobench_mm.corruptions.condition.Condition`, or its settings as the
+        constructor takes them (``set_condition('haze', 2, seed=3)``; settings left out
+        take their defaults). The robustness sweep reuses one built pipeline for every
+        condition. A rejected condition leaves the instance as it was.
+
+        Raises:
+            KeyError: unknown corruption. ValueError: bad severity, seed, protocol or
+            border. TypeError: a condition together with settings.
+        """
+        condition = Condition.of(corruption, severity, seed, protocol, border)
+        self.spec = None if condition.is_clean else get_corruption(condition.corruption,
+                                                                   condition.protocol)
+        self._condition = condition
+
+    @property
+    def condition(self) -> Condition:
+        """The condition this step applies."""
+        return self._condition
+
+    # the condition's fields, read-only (set_condition switches them together)
+    corruption = property(lambda self: self._condition.corruption)
+    severity = property(lambda self: self._condition.severity)
+    seed = property(lambda self: self._condition.seed)
+    protocol = property(lambda self: self._condition.protocol)
+    border = property(lambda self: self._condition.border)
 
     @property
     def is_noop(self) -> bool:
-        return self.spec is None or self.severity == 0
+        return self._condition.is_clean
 
     @staticmethod
     def sample_key(results: dict):
@@ -207,8 +229,7 @@ class ApplyCorruption(BaseTransform):
                                'non-geometric corruption')
 
     def transform(self, results: dict) -> dict:
-        results['corruption'] = 'clean' if self.is_noop else self.corruption
-        results['severity'] = 0 if self.is_noop else self.severity
+        results['corruption'], results['severity'] = self._condition.pair
         if self.is_noop:
             return results
         self.check_sample(results)

@@ -17,14 +17,16 @@ test images already have the test size). ``ApplyCorruption`` checks that at run 
 refuses a resized image, so a wrong placement cannot go unnoticed.
 
 The functions here work on config lists (dicts with ``type``) and on built pipelines
-(transform objects) alike.
+(transform objects) alike; conditions come and go as
+:class:`~reobench_mm.corruptions.condition.Condition`.
 """
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
+from ..corruptions.condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
 from .corruption import ApplyCorruption
 
 __all__ = [
@@ -32,27 +34,23 @@ __all__ = [
     'transform_name', 'is_image_loading_name', 'is_annotation_loading_name',
     'is_loading_name', 'is_corruption_step', 'corruption_position', 'is_valid_position',
     'place_corruption', 'dataset_pipelines', 'built_dataset_pipelines',
-    'add_corruption_meta_keys', 'place_condition', 'condition_of', 'CONDITION_KEYS',
-    'CLEAN_SETTINGS', 'check_no_nested_corruption', 'check_condition_pair',
-    'corruption_steps', 'label_pipelines'
+    'add_corruption_meta_keys', 'place_condition', 'step_condition', 'condition_of',
+    'check_no_nested_corruption', 'check_condition_pair', 'corruption_steps',
+    'label_pipelines'
 ]
 
 CORRUPTION_TYPE = 'ApplyCorruption'
 BOX_CONVERSIONS = ('ConvertBoxType', 'ConvertMask2BoxType')
 #: What ``ApplyCorruption`` adds to the results; the packing step carries them into the
 #: sample's metainfo.
-CORRUPTION_META_KEYS = ('corruption', 'severity')
-#: The settings of a condition, in ``ApplyCorruption``'s order, and those of a clean run.
-CONDITION_KEYS = ('corruption', 'severity', 'seed', 'protocol', 'border')
-CLEAN_SETTINGS = dict(corruption='clean', severity=0, seed=0, protocol='reobench',
-                      border='reflect')
+CORRUPTION_META_KEYS = CONDITION_FIELDS[:2]
 
 
 def check_condition_pair(corruption: Optional[str], severity: Optional[int],
                          where: str = 'the condition') -> None:
     """Refuse a corruption without a severity (or with severity 0) and a severity without
     a corruption: either would run clean under a corrupted label."""
-    named = corruption is not None and corruption != 'clean'
+    named = corruption is not None and corruption != CLEAN_NAME
     if named and (severity is None or severity == 0):
         raise ValueError(f'{where} names corruption {corruption!r} but severity '
                          f'{severity!r}: give a severity in 1..5 (0 would run it clean)')
@@ -340,17 +338,21 @@ def add_corruption_meta_keys(pipeline: list, scope: Optional[str] = None) -> Non
             step.meta_keys = keys + tuple(k for k in CORRUPTION_META_KEYS if k not in keys)
 
 
-def _condition(step: Any) -> Tuple:
-    """A step's condition as a tuple (clean settings for a no-op)."""
-    get = step.get if isinstance(step, dict) else lambda k, d=None: getattr(step, k, d)
-    values = tuple(get(k, CLEAN_SETTINGS[k]) for k in CONDITION_KEYS)
-    if values[0] == 'clean' or values[1] == 0:
-        return tuple(CLEAN_SETTINGS[k] for k in CONDITION_KEYS)
-    return values
+def step_condition(step: Any) -> Condition:
+    """The condition of an ``ApplyCorruption`` step: a config dict (settings it leaves
+    out take their defaults) or a built one.
+
+    Raises:
+        KeyError, ValueError: a config step with an invalid condition.
+    """
+    if isinstance(step, dict):
+        return Condition.from_settings({k: step[k] for k in CONDITION_FIELDS if k in step})
+    return step.condition
 
 
-def _describe(condition: Tuple) -> str:
-    return 'clean' if condition[0] == 'clean' else f'{condition[0]} severity {condition[1]}'
+def _describe(condition: Condition) -> str:
+    return condition.key if condition.is_clean else \
+        f'{condition.corruption} severity {condition.severity}'
 
 
 def _stop_live_workers(dataloader: Any) -> None:
@@ -366,7 +368,7 @@ def _stop_live_workers(dataloader: Any) -> None:
         dataloader._iterator = None
 
 
-def place_condition(dataloader: Any, condition: Dict[str, Any],
+def place_condition(dataloader: Any, condition: Condition,
                     scope: Optional[str] = None, geometric: Optional[bool] = None,
                     override: bool = True) -> List[Placement]:
     """Put ``condition`` into every test pipeline of ``dataloader`` (a config dict, edited
@@ -377,7 +379,7 @@ def place_condition(dataloader: Any, condition: Dict[str, Any],
     ``DataLoader`` that already ran are shut down, so that new ones see the condition.
 
     Args:
-        condition: ``corruption``, ``severity``, ``seed``, ``protocol``, ``border``.
+        condition: the condition to apply.
         scope: default scope of the config (to find the packing steps' ``meta_keys``).
         geometric: place for geometric corruptions (default: whether ``condition`` is one).
         override: replace the condition of a step that applies another one (what
@@ -388,46 +390,45 @@ def place_condition(dataloader: Any, condition: Dict[str, Any],
         One :class:`Placement` per pipeline.
 
     Raises:
-        ValueError: a bad condition, no image-loading pipeline, two corruption steps, a
-            nested one, or (without ``override``) a step with another condition.
+        ValueError: no image-loading pipeline, two corruption steps, a nested one, or
+            (without ``override``) a step with another condition.
     """
-    probe = ApplyCorruption(**condition)  # checks the condition
-    wanted = _condition(condition)
-    move_misplaced = not probe.is_noop or geometric is not None
+    settings = condition.settings()
+    move_misplaced = not condition.is_clean or geometric is not None
     if geometric is None:
-        geometric = not probe.is_noop and probe.spec.moves_labels
+        geometric = condition.geometric
     if isinstance(dataloader, dict):
         dataset = dataloader.get('dataset')
         pipelines = list(dataset_pipelines(dataset))
 
         def make_step():
-            return dict(type='ApplyCorruption', **condition)
+            return dict(type=CORRUPTION_TYPE, **settings)
     else:
         dataset = dataloader.dataset
         pipelines = list(built_dataset_pipelines(dataset))
 
         def make_step():
-            return ApplyCorruption(**condition)
+            return ApplyCorruption(**settings)
     if not pipelines:
         raise ValueError('the test dataset has no pipeline with an image-loading step (e.g. '
                          'LoadImageFromFile) to put ApplyCorruption into')
     if not override:
         for path, pipeline in pipelines:
             for step in pipeline:
-                if is_corruption_step(step) and _condition(step) not in (wanted, _condition(
-                        CLEAN_SETTINGS)):
+                written = step_condition(step) if is_corruption_step(step) else None
+                if written is not None and not written.is_clean and written != condition:
                     raise ValueError(
                         f'two conditions in one config: the test loop says '
-                        f'{_describe(wanted)}, the ApplyCorruption step of {path} says '
-                        f'{_describe(_condition(step))}. Set it in one place (test_cfg, or '
+                        f'{_describe(condition)}, the ApplyCorruption step of {path} says '
+                        f'{_describe(written)}. Set it in one place (test_cfg, or '
                         'the step with a test loop that leaves it as it is)')
     placements = []
     for _, pipeline in pipelines:
         step, placement = place_corruption(pipeline, geometric, make_step, move_misplaced)
         if isinstance(step, dict):
-            step.update(condition)
+            step.update(settings)
         else:
-            step.set_condition(**condition)
+            step.set_condition(condition)
         add_corruption_meta_keys(pipeline, scope)
         placements.append(placement)
     if not isinstance(dataloader, dict):
@@ -451,7 +452,7 @@ def label_pipelines(dataloader: Any, scope: Optional[str] = None) -> List[Placem
     for _, pipeline in pipelines:
         _, placement = place_corruption(
             pipeline, False, ApplyCorruption if built else
-            (lambda: dict(type=CORRUPTION_TYPE, **CLEAN_SETTINGS)), move_misplaced=False)
+            (lambda: dict(type=CORRUPTION_TYPE, **CLEAN.settings())), move_misplaced=False)
         add_corruption_meta_keys(pipeline, scope)
         placements.append(placement)
     if built and placements:
@@ -459,12 +460,12 @@ def label_pipelines(dataloader: Any, scope: Optional[str] = None) -> List[Placem
     return placements
 
 
-def condition_of(steps: Sequence[Any]) -> Dict[str, Any]:
+def condition_of(steps: Sequence[Any]) -> Condition:
     """The condition that ``steps`` (the corruption steps of a built pipeline) apply:
-    clean without any. Raises a ``RuntimeError`` when they disagree."""
-    clean = tuple(CLEAN_SETTINGS[k] for k in CONDITION_KEYS)
-    found = {clean if s.is_noop else (s.corruption, s.severity, s.seed, s.protocol, s.border)
-             for s in steps}
+    :data:`~reobench_mm.corruptions.condition.CLEAN` without any (and for no-op steps).
+    Raises a ``RuntimeError`` when they disagree."""
+    found = {CLEAN if s.is_noop else s.condition for s in steps}
     if len(found) > 1:
-        raise RuntimeError(f'the test pipelines apply different conditions: {sorted(found)}')
-    return dict(zip(CONDITION_KEYS, found.pop() if found else clean))
+        raise RuntimeError('the test pipelines apply different conditions: '
+                           f'{[c.settings() for c in sorted(found)]}')
+    return found.pop() if found else CLEAN

@@ -8,15 +8,15 @@ May import the layers below it: the base modules (``version``, ``fileio``, ``reg
 ``corruptions``, ``transforms``, ``datasets``, ``models``, ``evaluation`` and ``engine``;
 never ``analysis`` or ``robustness``.
 """
-from .config import (CORRUPTION_DEFAULTS, ROTATED_DETECTION, SEGMENTATION, PreparedTest,
-                     check_corruption_args, corruption_settings, corruption_tag,
-                     default_work_dir, get_test_pipelines, infer_task, insert_corruption,
-                     prepare_test_config, prepare_train_config, tagged_path,
-                     use_corruption_loop, use_plain_test_loop)
+from .config import (PreparedTest, applied_condition, check_corruption_args,
+                     corruption_settings, corruption_tag, default_work_dir,
+                     get_test_pipelines, infer_task, insert_corruption, prepare_test_config,
+                     prepare_train_config, tagged_path, use_corruption_loop,
+                     use_plain_test_loop)
 
 __all__ = [
-    'CORRUPTION_DEFAULTS', 'SEGMENTATION', 'ROTATED_DETECTION', 'PreparedTest',
-    'check_corruption_args', 'corruption_settings', 'corruption_tag', 'default_work_dir',
-    'get_test_pipelines', 'infer_task', 'insert_corruption', 'prepare_test_config',
-    'prepare_train_config', 'tagged_path', 'use_corruption_loop', 'use_plain_test_loop'
+    'PreparedTest', 'applied_condition', 'check_corruption_args', 'corruption_settings',
+    'corruption_tag', 'default_work_dir', 'get_test_pipelines', 'infer_task',
+    'insert_corruption', 'prepare_test_config', 'prepare_train_config', 'tagged_path',
+    'use_corruption_loop', 'use_plain_test_loop'
 ]

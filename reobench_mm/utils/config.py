@@ -8,12 +8,13 @@ it can be used (and tested) from Python:
   point honours (the loop places the ``ApplyCorruption`` step when it is built);
 - :func:`insert_corruption` puts one ``ApplyCorruption`` into the test pipelines
   of a config at the right place (or updates, and if misplaced moves, the one there);
-- :func:`corruption_settings` reads back what a config's test run applies,
-  :func:`corruption_tag` turns it into a file-name tag, :func:`tagged_path` adds
-  that tag to a path;
+- :func:`applied_condition` reads back what a config's test run applies (a
+  :class:`~reobench_mm.corruptions.condition.Condition`, whose ``tag`` names its files),
+  :func:`tagged_path` adds that tag to a path;
 - :func:`prepare_train_config` / :func:`prepare_test_config` apply the command-line
   options the way MMSegmentation's and MMRotate's own tools do;
-- :func:`infer_task`, :func:`default_work_dir`.
+- :func:`infer_task` (a task name of :mod:`reobench_mm.evaluation.keys`),
+  :func:`default_work_dir`.
 
 Every config the tools load gets ``custom_imports`` of the package
 (:func:`reobench_mm.registry.ensure_custom_imports`).
@@ -23,35 +24,27 @@ from __future__ import annotations
 import copy
 import logging
 import os.path as osp
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from mmengine.config import Config, ConfigDict
 from mmengine.logging import print_log
 
-from ..corruptions import PROTOCOLS, get_corruption
-from ..corruptions.base import check_severity
-from ..corruptions.geometric import BORDER_MODES
+from ..corruptions.condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
+from ..evaluation.keys import SEGMENTATION, TASK_OF_PACKING, TASK_OF_SCOPE
 from ..registry import ensure_custom_imports
-from ..transforms.placement import (CLEAN_SETTINGS, CONDITION_KEYS, CORRUPTION_META_KEYS,
-                                    Placement, check_condition_pair, dataset_pipelines,
-                                    is_corruption_step, is_image_loading_name,
-                                    place_condition, transform_name)
+from ..transforms.placement import (CORRUPTION_META_KEYS, Placement, check_condition_pair,
+                                    dataset_pipelines, is_corruption_step,
+                                    is_image_loading_name, place_condition, step_condition,
+                                    transform_name)
 
 __all__ = [
-    'CORRUPTION_DEFAULTS', 'CORRUPTION_META_KEYS', 'CORRUPTION_LOOP', 'SEGMENTATION',
-    'ROTATED_DETECTION', 'infer_task', 'default_work_dir', 'check_corruption_args',
-    'insert_corruption', 'use_corruption_loop', 'use_plain_test_loop',
-    'corruption_loop_settings', 'corruption_settings', 'check_no_corruption_cfg',
-    'corruption_tag', 'tagged_path', 'get_test_pipelines', 'prepare_train_config',
-    'prepare_test_config', 'PreparedTest'
+    'CORRUPTION_META_KEYS', 'CORRUPTION_LOOP', 'infer_task', 'default_work_dir',
+    'check_corruption_args', 'insert_corruption', 'use_corruption_loop',
+    'use_plain_test_loop', 'corruption_loop_condition', 'applied_condition',
+    'corruption_settings', 'check_no_corruption_cfg', 'corruption_tag', 'tagged_path',
+    'get_test_pipelines', 'prepare_train_config', 'prepare_test_config', 'PreparedTest'
 ]
 
-SEGMENTATION = 'segmentation'
-ROTATED_DETECTION = 'rotated_detection'
-TASK_OF_SCOPE = {'mmseg': SEGMENTATION, 'mmrotate': ROTATED_DETECTION,
-                 'mmdet': ROTATED_DETECTION}
-#: Settings of a clean run.
-CORRUPTION_DEFAULTS = CLEAN_SETTINGS
 #: The registered test loop that evaluates under a condition.
 CORRUPTION_LOOP = 'CorruptionTestLoop'
 
@@ -66,14 +59,11 @@ def infer_task(cfg: Config) -> str:
         return TASK_OF_SCOPE[scope]
     for _, pipeline in dataset_pipelines(cfg.get('test_dataloader', {}).get('dataset')):
         for step in pipeline:
-            name = transform_name(step)
-            if name == 'PackSegInputs':
-                return SEGMENTATION
-            if name == 'PackDetInputs':
-                return ROTATED_DETECTION
+            if transform_name(step) in TASK_OF_PACKING:
+                return TASK_OF_PACKING[transform_name(step)]
     raise ValueError(f'cannot tell the task of this config: default_scope is {scope!r} '
                      f'(expected one of {sorted(TASK_OF_SCOPE)}) and the test pipeline has '
-                     'neither PackSegInputs nor PackDetInputs')
+                     f'neither {" nor ".join(TASK_OF_PACKING)}')
 
 
 def default_work_dir(config_path: str) -> str:
@@ -107,32 +97,28 @@ def get_test_pipelines(cfg: Config) -> List[Tuple[str, list]]:
 
 
 def check_corruption_args(corruption: str, severity: int, seed: int = 0,
-                          protocol: str = 'reobench', border: str = 'reflect') -> dict:
-    """Validate corruption settings; return them as a dict (the keys of
-    ``ApplyCorruption`` / ``corruption_cfg``).
+                          protocol: str = 'reobench', border: str = 'reflect'
+                          ) -> Dict[str, Any]:
+    """The settings of ``Condition(corruption, severity, seed, protocol, border)`` (a
+    wrapper kept for callers of the loose settings; the checks are the
+    :class:`~reobench_mm.corruptions.condition.Condition`'s).
 
     Raises:
         KeyError: unknown corruption (the message lists the valid names).
-        ValueError: unknown protocol or border, severity outside 0..5, seed not an int.
+        ValueError: unknown protocol or border, severity outside 0..5, bad seed.
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f'unknown protocol {protocol!r}; valid: {list(PROTOCOLS)}')
-    if corruption != 'clean':
-        get_corruption(corruption, protocol)
-    severity = check_severity(severity)
-    if border not in BORDER_MODES:
-        raise ValueError(f'border must be one of {list(BORDER_MODES)}, got {border!r}')
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f'seed must be an integer, got {seed!r}')
-    return dict(corruption=corruption, severity=severity, seed=seed, protocol=protocol,
-                border=border)
+    return Condition(corruption, severity, seed, protocol, border).settings()
 
 
-def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0,
-                      protocol: str = 'reobench', border: str = 'reflect',
+def insert_corruption(cfg: Config, corruption: Union[Condition, str],
+                      severity: Optional[int] = None, seed: Optional[int] = None,
+                      protocol: Optional[str] = None, border: Optional[str] = None,
                       geometric: Optional[bool] = None,
                       override: bool = True) -> List[Placement]:
-    """Make the config's test pipelines apply one corruption (in place).
+    """Make the config's test pipelines apply one condition (in place): a
+    :class:`~reobench_mm.corruptions.condition.Condition`, or its settings
+    (``insert_corruption(cfg, 'cloud', 3, seed=1)``; seed, protocol and border default to
+    ``0``, ``'reobench'`` and ``'reflect'``).
 
     In every test pipeline (:func:`get_test_pipelines`) an ``ApplyCorruption`` step that is
     already there gets these settings (its other options are kept), or one is inserted
@@ -156,12 +142,13 @@ def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0
 
     Raises:
         KeyError: unknown corruption. ValueError: bad severity/protocol/border, no test
-        pipeline, or a pipeline with more than one ``ApplyCorruption``.
+        pipeline, or a pipeline with more than one ``ApplyCorruption``. TypeError: a
+        condition together with settings.
     """
-    settings = check_corruption_args(corruption, severity, seed, protocol, border)
+    condition = Condition.of(corruption, severity, seed, protocol, border)
     pipelines = get_test_pipelines(cfg)
     edited = [copy.deepcopy(list(pipeline)) for _, pipeline in pipelines]
-    placements = [place_condition(dict(dataset=dict(pipeline=pipeline)), settings,
+    placements = [place_condition(dict(dataset=dict(pipeline=pipeline)), condition,
                                   cfg.get('default_scope'), geometric, override)[0]
                   for pipeline in edited]  # all checked before any is changed
     for (key, pipeline), new, placement in zip(pipelines, edited, placements):
@@ -169,12 +156,12 @@ def insert_corruption(cfg: Config, corruption: str, severity: int, seed: int = 0
         if placement.moved_from is not None:
             print_log(f'{key}: {placement.describe()}', logger='current',
                       level=logging.WARNING)
-    if corruption_loop_settings(cfg) is not None:
-        cfg.test_cfg.update(settings)
+    if corruption_loop_condition(cfg) is not None:
+        cfg.test_cfg.update(condition.settings())
     return placements
 
 
-def corruption_loop_settings(cfg: Config) -> Optional[dict]:
+def corruption_loop_condition(cfg: Config) -> Optional[Condition]:
     """The condition of a ``CorruptionTestLoop`` test loop (defaults filled in), or None
     when ``test_cfg`` is another loop or a ``CorruptionTestLoop`` without a condition
     (which runs the pipeline as it is written).
@@ -186,19 +173,18 @@ def corruption_loop_settings(cfg: Config) -> Optional[dict]:
     loop = cfg.get('test_cfg') or {}
     if _loop_type(loop) != CORRUPTION_LOOP:
         return None
-    unknown = set(loop) - {'type', 'fp16', *CONDITION_KEYS}
+    unknown = set(loop) - {'type', 'fp16', *CONDITION_FIELDS}
     if unknown:
         raise ValueError(f'unknown test_cfg keys {sorted(unknown)} for {CORRUPTION_LOOP}; '
-                         f'valid: {["fp16", *CONDITION_KEYS]}')
+                         f'valid: {["fp16", *CONDITION_FIELDS]}')
     check_condition_pair(loop.get('corruption'), loop.get('severity'), 'test_cfg')
     if loop.get('corruption') is None:
-        given = [f'test_cfg.{k}' for k in CONDITION_KEYS if loop.get(k) is not None]
+        given = [f'test_cfg.{k}' for k in CONDITION_FIELDS if loop.get(k) is not None]
         if given:
             raise ValueError(f'{", ".join(given)} given without test_cfg.corruption')
         return None
-    settings = dict(CORRUPTION_DEFAULTS)
-    settings.update({k: loop[k] for k in CONDITION_KEYS if loop.get(k) is not None})
-    return check_corruption_args(**settings)
+    return Condition.from_settings({k: loop[k] for k in CONDITION_FIELDS
+                                    if loop.get(k) is not None})
 
 
 def _loop_type(loop: dict) -> str:
@@ -213,18 +199,18 @@ def _test_loop_options(cfg: Config) -> dict:
     if _loop_type(loop) not in ('TestLoop', CORRUPTION_LOOP):
         raise ValueError(f'a corruption needs test_cfg of type TestLoop or {CORRUPTION_LOOP}; '
                          f'this config has test_cfg.type={loop.get("type")!r}')
-    return {k: v for k, v in loop.items() if k != 'type' and k not in CONDITION_KEYS}
+    return {k: v for k, v in loop.items() if k != 'type' and k not in CONDITION_FIELDS}
 
 
-def use_corruption_loop(cfg: Config, settings: dict) -> None:
-    """Make ``test_cfg`` a ``CorruptionTestLoop`` with the condition ``settings``, keeping
-    its other options (e.g. ``fp16``).
+def use_corruption_loop(cfg: Config, condition: Condition) -> None:
+    """Make ``test_cfg`` a ``CorruptionTestLoop`` with ``condition``, keeping its other
+    options (e.g. ``fp16``).
 
     Raises:
         ValueError: ``test_cfg`` is a loop other than ``TestLoop``/``CorruptionTestLoop``.
     """
     cfg.test_cfg = ConfigDict(type=CORRUPTION_LOOP, **_test_loop_options(cfg),
-                              **check_corruption_args(**settings))
+                              **condition.settings())
 
 
 def use_plain_test_loop(cfg: Config) -> None:
@@ -234,20 +220,23 @@ def use_plain_test_loop(cfg: Config) -> None:
     cfg.test_cfg = ConfigDict(type='TestLoop', **_test_loop_options(cfg))
 
 
-def corruption_settings(cfg: Config) -> dict:
+def applied_condition(cfg: Config) -> Condition:
     """What a test run of the config applies: the condition of its ``CorruptionTestLoop``,
-    else the settings of the test pipeline's ``ApplyCorruption`` step; clean settings
-    when there is none or the step is a no-op."""
-    settings = corruption_loop_settings(cfg)
-    if settings is None:
+    else that of the test pipeline's ``ApplyCorruption`` step;
+    :data:`~reobench_mm.corruptions.condition.CLEAN` when there is none or the step is a
+    no-op."""
+    condition = corruption_loop_condition(cfg)
+    if condition is None:
         _, pipeline = get_test_pipelines(cfg)[0]
         steps = [step for step in pipeline if is_corruption_step(step)]
-        settings = dict(CORRUPTION_DEFAULTS)
-        if steps:
-            settings.update({k: steps[0][k] for k in CORRUPTION_DEFAULTS if k in steps[0]})
-    if settings['corruption'] == 'clean' or settings['severity'] == 0:
-        settings = dict(CORRUPTION_DEFAULTS)
-    return settings
+        condition = step_condition(steps[0]) if steps else CLEAN
+    return CLEAN if condition.is_clean else condition
+
+
+def corruption_settings(cfg: Config) -> Dict[str, Any]:
+    """The settings of :func:`applied_condition` (a wrapper kept for callers that read
+    them as a dict)."""
+    return applied_condition(cfg).settings()
 
 
 def check_no_corruption_cfg(cfg: Config) -> None:
@@ -261,22 +250,13 @@ def check_no_corruption_cfg(cfg: Config) -> None:
             'NAME --severity K) and remove corruption_cfg')
 
 
-def corruption_tag(corruption: str = 'clean', severity: int = 0, seed: int = 0,
+def corruption_tag(corruption: str = CLEAN_NAME, severity: int = 0, seed: int = 0,
                    protocol: str = 'reobench', border: str = 'reflect') -> str:
-    """A file-name tag: ``clean`` or ``{corruption}_s{severity}``; a non-default protocol
-    is prefixed, a non-zero seed and a constant border (geometric ones) are appended:
-    ``geofm_calibration_motion_blur_s3``, ``rotate_s2_constant_seed1``."""
-    if corruption == 'clean' or severity == 0:
-        return 'clean'
-    tag = f'{corruption}_s{severity}'
-    if protocol != CORRUPTION_DEFAULTS['protocol']:
-        tag = f'{protocol}_{tag}'
-    if border != CORRUPTION_DEFAULTS['border'] and get_corruption(corruption,
-                                                                  protocol).moves_labels:
-        tag = f'{tag}_{border}'
-    if seed != 0:
-        tag = f'{tag}_seed{seed}'
-    return tag
+    """``Condition(corruption, severity, seed, protocol, border).tag`` (a wrapper kept for
+    callers of the loose settings): ``clean`` or ``{corruption}_s{severity}``, with a
+    non-default protocol prefixed and a non-zero seed and a constant border (geometric
+    ones) appended: ``geofm_calibration_motion_blur_s3``, ``rotate_s2_constant_seed1``."""
+    return Condition(corruption, severity, seed, protocol, border).tag
 
 
 def tagged_path(path: str, tag: str, is_dir: bool = False) -> str:
@@ -353,23 +333,34 @@ def prepare_train_config(config: str, work_dir: Optional[str] = None,
 class PreparedTest(NamedTuple):
     """What :func:`prepare_test_config` returns."""
     cfg: Config
-    task: str  # 'segmentation' or 'rotated_detection'
-    corruption: dict  # the settings the test pipeline applies
-    tag: str  # corruption_tag(**corruption)
+    task: str  # SEGMENTATION or ROTATED_DETECTION (reobench_mm.evaluation.keys)
+    condition: Condition  # what the test pipeline applies
     metrics_file: str  # {work_dir}/metrics_{tag}.json
     dump_file: Optional[str]  # detection --out: the tagged .pkl for DumpResults
     placements: Tuple[Placement, ...] = ()  # where the corruption step is, per pipeline
+
+    @property
+    def tag(self) -> str:
+        """The condition's file-name tag (``'clean'``, ``'cloud_s3'``, ...)."""
+        return self.condition.tag
+
+    @property
+    def corruption(self) -> Dict[str, Any]:
+        """The condition's settings, as the metrics file records them."""
+        return self.condition.settings()
 
 
 def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = None,
                         out: Optional[str] = None, show: bool = False,
                         show_dir: Optional[str] = None, wait_time: float = 2,
                         cfg_options: Optional[dict] = None, launcher: str = 'none',
-                        corruption: Optional[dict] = None,
+                        corruption: Union[Condition, Mapping[str, Any], None] = None,
                         geometric: Optional[bool] = None) -> PreparedTest:
-    """The test config as ``tools/test.py`` runs it, with the corruption it applies.
+    """The test config as ``tools/test.py`` runs it, with the condition it applies.
 
-    The corruption comes from ``corruption`` (the command-line flags) if given, else
+    The condition comes from ``corruption`` (the command-line flags: a
+    :class:`~reobench_mm.corruptions.condition.Condition`, or its settings, those left out
+    taking their defaults) if given, else
     from the config's ``CorruptionTestLoop`` (``test_cfg``, which ``--cfg-options
     test_cfg.corruption=... test_cfg.severity=...`` may have set; a plain ``TestLoop`` given
     a condition that way becomes a ``CorruptionTestLoop``), else from the config's test
@@ -389,25 +380,26 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
     _set_work_dir(cfg, config, work_dir)
     cfg.load_from = checkpoint
     check_no_corruption_cfg(cfg)
-    override = corruption is not None  # the command line wins over the config
+    condition = corruption if corruption is None or isinstance(corruption, Condition) \
+        else Condition.from_settings(corruption)
+    override = condition is not None  # the command line wins over the config
     loop = cfg.get('test_cfg') or {}
-    if _loop_type(loop) == 'TestLoop' and any(key in loop for key in CONDITION_KEYS):
+    if _loop_type(loop) == 'TestLoop' and any(key in loop for key in CONDITION_FIELDS):
         # --cfg-options test_cfg.corruption=... on a config with MMEngine's TestLoop
         loop['type'] = CORRUPTION_LOOP
-    if corruption is None:
-        corruption = corruption_loop_settings(cfg)
-    if corruption is None:  # the condition the test pipeline's own step names, if any
-        written = corruption_settings(cfg)
-        if written['corruption'] != 'clean':
-            corruption = written
+    if condition is None:
+        condition = corruption_loop_condition(cfg)
+    if condition is None:  # the condition the test pipeline's own step names, if any
+        written = applied_condition(cfg)
+        if not written.is_clean:
+            condition = written
     placements: List[Placement] = []
-    if corruption is not None:
-        corruption = check_corruption_args(**{**CORRUPTION_DEFAULTS, **corruption})
-        placements = insert_corruption(cfg, **corruption, geometric=geometric,
+    if condition is not None:
+        placements = insert_corruption(cfg, condition, geometric=geometric,
                                        override=override)
-        use_corruption_loop(cfg, corruption)
-    settings = corruption_settings(cfg)
-    tag = corruption_tag(**settings)
+        use_corruption_loop(cfg, condition)
+    condition = applied_condition(cfg)
+    tag = condition.tag
 
     if show or show_dir:
         hooks = cfg.get('default_hooks', {})
@@ -438,4 +430,4 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
                 raise ValueError(f'--out for detection must be a .pkl file, got {out!r}')
             dump_file = tagged_path(out, tag)
     metrics_file = osp.join(cfg.work_dir, f'metrics_{tag}.json')
-    return PreparedTest(cfg, task, settings, tag, metrics_file, dump_file, tuple(placements))
+    return PreparedTest(cfg, task, condition, metrics_file, dump_file, tuple(placements))

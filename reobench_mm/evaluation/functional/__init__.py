@@ -11,9 +11,10 @@ runner, registry or data sample involved.
 - :mod:`~reobench_mm.evaluation.functional.representation`: CKA, token cosine and
   participation ratio of features.
 
-Part of the evaluation layer: imports the base modules only (``fileio``).
+Part of the evaluation layer: imports the base modules only (``fileio``) and the metric
+names of :mod:`reobench_mm.evaluation.keys`.
 """
-from .calibration import METRIC_KEYS, NLL_EPSILON, PixelCalibrationStats
+from .calibration import NLL_EPSILON, PixelCalibrationStats
 from .detection_calibration import detection_ece, match_rotated_detections, score_bin_indices
 from .representation import (DriftAccumulator, StreamingCKA, StreamingCosine,
                              StreamingParticipationRatio, hsic_unbiased, linear_cka,
@@ -22,7 +23,7 @@ from .streaming import RankSum, sum_rank_totals
 from .temperature import fit_temperature, temperature_nll
 
 __all__ = [
-    'METRIC_KEYS', 'NLL_EPSILON', 'PixelCalibrationStats', 'detection_ece',
+    'NLL_EPSILON', 'PixelCalibrationStats', 'detection_ece',
     'match_rotated_detections', 'score_bin_indices', 'DriftAccumulator', 'StreamingCKA',
     'StreamingCosine', 'StreamingParticipationRatio', 'hsic_unbiased', 'linear_cka',
     'token_cosine_similarity', 'RankSum', 'sum_rank_totals', 'fit_temperature',

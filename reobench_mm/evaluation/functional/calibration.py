@@ -72,15 +72,14 @@ import torch
 from scipy.special import digamma
 
 from ...fileio import finite_or_none
+from ..keys import CALIBRATION_METRICS
 
-__all__ = ['NLL_EPSILON', 'STATS_FORMAT', 'METRIC_KEYS', 'PixelCalibrationStats']
+__all__ = ['NLL_EPSILON', 'STATS_FORMAT', 'PixelCalibrationStats']
 
 #: True-class probabilities are clipped at this value before the log in the NLL.
 NLL_EPSILON = 1e-15
 #: ``format`` field of :meth:`PixelCalibrationStats.to_dict`.
 STATS_FORMAT = 'reobench_mm.pixel_calibration_stats/1'
-#: Keys returned by :meth:`PixelCalibrationStats.summary` and the metric (before prefix).
-METRIC_KEYS = ('ECE', 'gap', 'NLL', 'Brier', 'cwECE', 'AURC', 'eAURC', 'acc@90cov')
 
 # Tolerances of the probability checks (float32 softmax outputs pass them).
 _PROB_RANGE_TOL = 1e-6
@@ -567,14 +566,9 @@ class PixelCalibrationStats:
         return float((rising + flat + falling).sum() / n)
 
     def summary(self) -> Dict[str, float]:
-        """The metrics of :data:`METRIC_KEYS` as floats (NaN without pixels)."""
-        return {
-            'ECE': self.expected_calibration_error(),
-            'gap': self.calibration_gap(),
-            'NLL': self.negative_log_likelihood(),
-            'Brier': self.brier_score(),
-            'cwECE': self.classwise_ece(),
-            'AURC': self.aurc(),
-            'eAURC': self.excess_aurc(),
-            'acc@90cov': self.accuracy_at_coverage(0.9),
-        }
+        """The metrics of :data:`~reobench_mm.evaluation.keys.CALIBRATION_METRICS` as
+        floats (NaN without pixels)."""
+        values = (self.expected_calibration_error(), self.calibration_gap(),
+                  self.negative_log_likelihood(), self.brier_score(), self.classwise_ece(),
+                  self.aurc(), self.excess_aurc(), self.accuracy_at_coverage(0.9))
+        return dict(zip(CALIBRATION_METRICS, values))

@@ -17,6 +17,7 @@ from ..functional.detection_calibration import (EXCLUDED, TRUE_POSITIVE, add_acc
                                                 match_rotated_detections, new_accumulator,
                                                 score_bin_indices)
 from ..functional.streaming import RankSum, sum_rank_totals
+from ..keys import CALIBRATION_PREFIX
 from .base import DatasetSizeMixin
 
 __all__ = ['RotatedDetectionCalibrationMetric']
@@ -51,7 +52,7 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
     precision, None for an empty bin; ``ECE``, ``gap``) and per class (by name: ``ECE``,
     ``gap``, ``num_detections``).
     """
-    default_prefix: Optional[str] = 'calib'
+    default_prefix: Optional[str] = CALIBRATION_PREFIX
 
     def __init__(self, iou_thr: float = 0.5, score_thr: float = 0.0, num_bins: int = 15,
                  collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:

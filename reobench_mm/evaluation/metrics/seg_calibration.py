@@ -2,9 +2,8 @@
 
 An MMEngine metric (prefix ``calib``) that softmaxes mmseg's ``seg_logits`` (optionally
 with a temperature) and returns ``ECE``, ``gap``, ``NLL``, ``Brier``, ``cwECE``, ``AURC``,
-``eAURC`` and ``acc@90cov``, computed by
-:class:`~reobench_mm.evaluation.functional.calibration.PixelCalibrationStats` (whose
-module defines them).
+``eAURC`` and ``acc@90cov`` (:data:`~reobench_mm.evaluation.keys.CALIBRATION_METRICS`),
+computed by :class:`~reobench_mm.evaluation.functional.calibration.PixelCalibrationStats`.
 
 Distributed evaluation: MMEngine's ``DefaultSampler`` pads the last round with repeated
 images when the dataset size is not a multiple of the number of processes. Each process
@@ -23,8 +22,9 @@ from mmengine.logging import print_log
 
 from ...fileio import finite_or_none
 from ...registry import METRICS
-from ..functional.calibration import METRIC_KEYS, PixelCalibrationStats
+from ..functional.calibration import PixelCalibrationStats
 from ..functional.streaming import RankSum, sum_rank_totals
+from ..keys import CALIBRATION_METRICS, CALIBRATION_PREFIX
 from .base import DatasetSizeMixin
 
 __all__ = ['SegCalibrationMetric']
@@ -72,7 +72,7 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
             processes (MMEngine's default makes one under ``.dist_test``).
         chunk_pixels (int): Pixels softmaxed at once. Defaults to 262144.
     """
-    default_prefix: Optional[str] = 'calib'
+    default_prefix: Optional[str] = CALIBRATION_PREFIX
     #: Largest number of points of the saved risk-coverage curve.
     CURVE_POINTS = 201
 
@@ -152,7 +152,7 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
             print_log('SegCalibrationMetric received no pixels; the metrics are NaN',
                       logger='current', level=logging.WARNING)
             self.last_details = None
-            return {key: math.nan for key in METRIC_KEYS}
+            return {key: math.nan for key in CALIBRATION_METRICS}
         metrics = total.summary()
         errors = total.classwise_calibration_errors()
         names = self._class_names() or [str(k) for k in range(total.num_classes)]

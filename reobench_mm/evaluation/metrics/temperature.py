@@ -12,6 +12,7 @@ from mmengine.evaluator import BaseMetric
 
 from ...registry import METRICS
 from ..functional.temperature import fit_temperature, temperature_nll
+from ..keys import TEMPERATURE_PREFIX
 
 __all__ = ['TemperatureFitMetric']
 
@@ -52,7 +53,7 @@ class TemperatureFitMetric(BaseMetric):
     Returns (``compute_metrics``): ``temperature``, ``nll_before`` (mean NLL at T = 1),
     ``nll_after`` (at the fitted T) and ``num_pixels`` (pixels fitted on).
     """
-    default_prefix: Optional[str] = 'tscale'
+    default_prefix: Optional[str] = TEMPERATURE_PREFIX
 
     def __init__(self, pixels_per_image: int = 4096, seed: int = 0, ignore_index: int = 255,
                  max_iter: int = 100, collect_device: str = 'cpu',
