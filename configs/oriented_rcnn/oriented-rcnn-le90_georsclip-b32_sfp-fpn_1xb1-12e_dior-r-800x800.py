@@ -1,7 +1,6 @@
 # Oriented R-CNN (le90) on DIOR-R 800x800 with the GeoRSCLIP ViT-B/32 visual tower.
 _base_ = ['../_base_/tasks/oriented-rcnn_dior-r.py', '../_base_/backbones/georsclip-b32.py']
-model = dict(
-    data_preprocessor=_base_.img_norm_cfg,
-    backbone=dict(_base_.backbone, out_indices='vit12', final_norm=False),
-    neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
-          dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])
+model = dict(data_preprocessor=_base_.img_norm_cfg,
+             backbone=dict(_base_.backbone, out_indices='vit12', final_norm=False),
+             neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
+                   dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])

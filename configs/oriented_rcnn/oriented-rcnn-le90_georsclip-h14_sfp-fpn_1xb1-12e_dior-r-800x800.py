@@ -1,7 +1,6 @@
 # Oriented R-CNN (le90) on DIOR-R 800x800 with the GeoRSCLIP ViT-H/14 visual tower.
 _base_ = ['../_base_/tasks/oriented-rcnn_dior-r.py', '../_base_/backbones/georsclip-h14.py']
-model = dict(
-    data_preprocessor=_base_.img_norm_cfg,
-    backbone=dict(_base_.backbone, out_indices='vit32', final_norm=True),
-    neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
-          dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])
+model = dict(data_preprocessor=_base_.img_norm_cfg,
+             backbone=dict(_base_.backbone, out_indices='vit32', final_norm=True),
+             neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
+                   dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])

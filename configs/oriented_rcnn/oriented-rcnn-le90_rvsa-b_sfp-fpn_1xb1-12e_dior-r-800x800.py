@@ -1,8 +1,7 @@
 # Oriented R-CNN (le90) on DIOR-R 800x800 with RVSA (ViT-B + rotated varied-size window
 # attention, from the MAE ViT-B pretraining file).
 _base_ = ['../_base_/tasks/oriented-rcnn_dior-r.py', '../_base_/backbones/rvsa-b.py']
-model = dict(
-    data_preprocessor=_base_.img_norm_cfg,
-    backbone=dict(_base_.backbone, out_indices='vit12', final_norm=False),
-    neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
-          dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])
+model = dict(data_preprocessor=_base_.img_norm_cfg,
+             backbone=dict(_base_.backbone, out_indices='vit12', final_norm=False),
+             neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
+                   dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])

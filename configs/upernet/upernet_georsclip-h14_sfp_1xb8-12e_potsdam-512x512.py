@@ -1,7 +1,6 @@
 # UperNet + FCN on ISPRS Potsdam 512x512 with the GeoRSCLIP ViT-H/14 visual tower.
 _base_ = ['../_base_/tasks/upernet_potsdam.py', '../_base_/backbones/georsclip-h14.py']
-model = dict(
-    data_preprocessor=_base_.img_norm_cfg, neck=_base_.sfp_neck,
-    backbone=dict(_base_.backbone, out_indices='vit32'),
-    decode_head=dict(in_channels=[_base_.vit_channels] * 4),
-    auxiliary_head=dict(in_channels=_base_.vit_channels))
+model = dict(data_preprocessor=_base_.img_norm_cfg, neck=_base_.sfp_neck,
+             backbone=dict(_base_.backbone, out_indices='vit32'),
+             decode_head=dict(in_channels=[_base_.vit_channels] * 4),
+             auxiliary_head=dict(in_channels=_base_.vit_channels))

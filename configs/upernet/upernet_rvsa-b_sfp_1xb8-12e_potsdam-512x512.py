@@ -1,8 +1,7 @@
 # UperNet + FCN on ISPRS Potsdam 512x512 with RVSA (ViT-B + rotated varied-size window
 # attention, from the MAE ViT-B pretraining file).
 _base_ = ['../_base_/tasks/upernet_potsdam.py', '../_base_/backbones/rvsa-b.py']
-model = dict(
-    data_preprocessor=_base_.img_norm_cfg, neck=_base_.sfp_neck,
-    backbone=dict(_base_.backbone, out_indices='vit12'),
-    decode_head=dict(in_channels=[_base_.vit_channels] * 4),
-    auxiliary_head=dict(in_channels=_base_.vit_channels))
+model = dict(data_preprocessor=_base_.img_norm_cfg, neck=_base_.sfp_neck,
+             backbone=dict(_base_.backbone, out_indices='vit12'),
+             decode_head=dict(in_channels=[_base_.vit_channels] * 4),
+             auxiliary_head=dict(in_channels=_base_.vit_channels))
