@@ -8,11 +8,13 @@ Layers, bottom up (the target layout of the package):
  3. ``transforms``, ``datasets``
  4. ``models``
  5. ``evaluation``                      (MMEngine metrics and their math)
- 6. ``engine``                          (runner extensions; the package root sits here: it
-                                        registers the modules of layers 2 to 6)
+ 6. ``engine``                          (runner extensions: loops, hooks, checkpoints)
  7. ``utils``                           (config side of the tools)
  8. ``analysis``                        (offline: results in, tables and plots out)
- 9. ``robustness``                      (experiment drivers)
+ 9. ``robustness``                      (the robustness loops and the experiment drivers
+                                        over them)
+10. the package root                    (registration: it imports the modules that
+                                        register something, of every layer)
 
 Every import statement of every module is read with :mod:`ast`, at module level and inside
 functions alike. An import names the module it loads: ``from .a import b`` is module
@@ -37,10 +39,11 @@ LAYERS: Dict[str, int] = {
     'transforms': 3, 'datasets': 3,
     'models': 4,
     'evaluation': 5,
-    'engine': 6, '': 6,
+    'engine': 6,
     'utils': 7,
     'analysis': 8,
     'robustness': 9,
+    '': 10,
 }
 
 

@@ -131,12 +131,12 @@ def test_checkpoint_that_does_not_fit_fails_before_any_result(demo_data, tmp_pat
     assert _result_files(work_dir) == []
 
 
-def test_condition_files_of_other_inputs_are_not_reused(tmp_path):
-    checkpoint = tmp_path / 'model.pth'
-    torch.save({'state_dict': {}}, str(checkpoint))
+def test_condition_files_of_other_inputs_are_not_reused(demo_data, tmp_path):
+    checkpoint = _untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
     work_dir = str(tmp_path / 'work')
-    sweep = RobustnessSweep(SEG_DEMO_CONFIG, str(checkpoint), corruptions=['haze'],
-                            severities=[1], work_dir=work_dir)
+    options, _ = _options(osp.join(demo_data, 'potsdam'))
+    sweep = RobustnessSweep(SEG_DEMO_CONFIG, checkpoint, corruptions=['haze'],
+                            severities=[1], work_dir=work_dir, cfg_options=options)
     stale = dict(format='reobench_mm.sweep_condition/1', condition='clean',
                  fingerprint=dict(sweep.fingerprint, checkpoint_sha256='0' * 64))
     with open(sweep.condition_file(('clean', 0)), 'w') as handle:
@@ -245,10 +245,12 @@ def test_interrupted_sweep_resumes_to_identical_results(full_sweep, seg_model, t
             open(osp.join(reference_dir, 'results.csv'), 'rb') as b:
         assert a.read() == b.read()
 
-    # a finished sweep is not evaluated again (no model is built) ...
+    # a finished sweep is not evaluated again (the model is built, no image is read) ...
     sweep = RobustnessSweep(SEG_DEMO_CONFIG, checkpoint, **kwargs)
     outcome = sweep.run()
-    assert outcome.evaluated == [] and len(outcome.skipped) == 5 and sweep.runner is None
+    assert outcome.evaluated == [] and len(outcome.skipped) == 5
+    assert outcome.metrics['robust/avg'] == pytest.approx(
+        json.load(open(osp.join(reference_dir, 'results.json')))['numbers']['avg'])
     # ... unless forced; dataloader workers (persistent in the config) see each condition
     workers = dict(options, **{'test_dataloader.num_workers': 2,
                                'test_dataloader.persistent_workers': True})

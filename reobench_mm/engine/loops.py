@@ -27,7 +27,7 @@ from ..registry import LOOPS
 from ..transforms.placement import (Placement, check_condition_pair, condition_of,
                                     corruption_steps, label_pipelines, place_condition)
 
-__all__ = ['CorruptionTestLoop']
+__all__ = ['CorruptionTestLoop', 'check_batch_condition']
 
 
 @LOOPS.register_module()
@@ -126,18 +126,24 @@ class CorruptionTestLoop(TestLoop):
     def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
         """Check that the batch was made under the loop's condition (dataloader workers
         that started before the condition was set would not be), then evaluate it."""
-        expected = self.applied.pair
-        for sample in _flat(data_batch.get('data_samples') if isinstance(data_batch, dict)
-                            else None):
-            meta = getattr(sample, 'metainfo', {})
-            if 'corruption' in meta and (meta['corruption'], meta.get('severity')) \
-                    != expected:
-                raise RuntimeError(
-                    f'sample {meta.get("img_path", idx)} was made under '
-                    f'{meta["corruption"]} severity {meta.get("severity")}, but the loop '
-                    f'evaluates {self.condition_text}: its dataloader workers started '
-                    'before the condition was set; rebuild the dataloader')
+        check_batch_condition(data_batch, self.applied, idx)
         super().run_iter(idx, data_batch)
+
+
+def check_batch_condition(data_batch: Any, condition: Condition, idx: int = 0) -> None:
+    """Raise a ``RuntimeError`` when a sample of ``data_batch`` says in its metainfo that it
+    was made under another condition than ``condition`` (what the loop evaluates): its
+    dataloader workers started before the condition was set."""
+    expected = (CLEAN if condition.is_clean else condition).pair
+    for sample in _flat(data_batch.get('data_samples') if isinstance(data_batch, dict)
+                        else None):
+        meta = getattr(sample, 'metainfo', {})
+        if 'corruption' in meta and (meta['corruption'], meta.get('severity')) != expected:
+            raise RuntimeError(
+                f'sample {meta.get("img_path", idx)} was made under {meta["corruption"]} '
+                f'severity {meta.get("severity")}, but the loop evaluates '
+                f'{condition.corruption} severity {condition.severity}: its dataloader '
+                'workers started before the condition was set; rebuild the dataloader')
 
 
 def _flat(samples: Any) -> list:

@@ -19,6 +19,13 @@ Metric keys
     :data:`TEMPERATURE_PREFIX` (``tscale``). :data:`ECE_KEY` (``'calib/ECE'``) is the
     calibration error the cross-model and data-budget analyses rank by.
 
+Robustness keys
+    The robustness loops return, besides the clean condition's own metrics under their
+    own keys, :data:`ROBUST_SCORES` with prefix :data:`ROBUST_PREFIX`
+    (``robust/avg``, ``robust/delta_tp``, ...; :func:`robust_key`), each corruption's
+    mean over its severities (``robust/cloud``) and each condition's task metric under
+    its tag (``cloud_s3/mIoU``; :func:`condition_metric_key`), all on the 0-100 scale.
+
 Nothing here imports MMEngine or a toolbox.
 """
 from __future__ import annotations
@@ -30,7 +37,8 @@ __all__ = [
     'SEGMENTATION', 'ROTATED_DETECTION', 'Task', 'TASKS', 'RESULTS_TASKS', 'TASK_OF_SCOPE',
     'TASK_OF_PACKING', 'get_task', 'results_task', 'metric_key', 'CALIBRATION_PREFIX',
     'SCALED_CALIBRATION_PREFIX', 'CALIBRATION_PREFIXES', 'CALIBRATION_METRICS', 'ECE',
-    'ECE_KEY', 'TEMPERATURE_PREFIX', 'TEMPERATURE_METRICS'
+    'ECE_KEY', 'TEMPERATURE_PREFIX', 'TEMPERATURE_METRICS', 'ROBUST_PREFIX', 'ROBUST_SCORES',
+    'robust_key', 'condition_metric_key'
 ]
 
 SEGMENTATION = 'segmentation'
@@ -130,3 +138,21 @@ TEMPERATURE_PREFIX = 'tscale'
 #: What ``TemperatureFitMetric`` reports: the temperature, the mean NLL at T = 1 and at
 #: the fitted T, and the pixels it was fitted on.
 TEMPERATURE_METRICS = ('temperature', 'nll_before', 'nll_after', 'num_pixels')
+
+#: Prefix of the robustness scores the robustness loops return.
+ROBUST_PREFIX = 'robust'
+#: The robustness scores: the clean metric, the mean over corruptions of the per-corruption
+#: means (Avg), clean minus Avg (ΔTP), the mean corrupted performance and the relative one
+#: (mPC, rPC = mPC / clean, a fraction).
+ROBUST_SCORES = ('clean', 'avg', 'delta_tp', 'mpc', 'rpc')
+
+
+def robust_key(name: str) -> str:
+    """``'robust/avg'``, ``'robust/delta_tp'``, ``'robust/cloud'`` (a corruption's mean)."""
+    return metric_key(ROBUST_PREFIX, name)
+
+
+def condition_metric_key(tag: str, metric_name: str) -> str:
+    """A condition's task metric: ``'cloud_s3/mIoU'`` (tag of the condition, display name
+    of the metric)."""
+    return f'{tag}/{metric_name}'

@@ -19,9 +19,20 @@ import numpy as np
 
 from ..transforms.placement import is_loading_name
 
-__all__ = ['DecodedSampleCache', 'cache_loading_steps']
+__all__ = ['DecodedSampleCache', 'cache_loading_steps', 'check_cache_bytes', 'DEFAULT_MAX_BYTES']
 
 DEFAULT_MAX_BYTES = 2 * 1024**3
+
+
+def check_cache_bytes(value: Any) -> int:
+    """``value`` if it is a valid cache size (an integer >= 0; 0 turns the cache off).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f'decode_cache_bytes must be an integer >= 0 (0: off), got {value!r}')
+    return value
 
 
 def _nbytes(obj: Any) -> int:

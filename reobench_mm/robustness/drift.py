@@ -382,8 +382,6 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     from mmengine.registry import MODELS, init_default_scope
     from mmengine.runner import load_checkpoint
 
-    import reobench_mm  # noqa: F401  (registers the package's modules)
-
     if isinstance(corruptions, str) or not corruptions:
         raise ValueError(f'corruptions must be a non-empty list of names, got {corruptions!r}')
     if isinstance(severities, (str, int)) or not severities:

@@ -88,7 +88,7 @@ CODE_SOURCES = ('corruptions', 'transforms', 'models', 'datasets', 'engine/loops
                 'evaluation/metrics/temperature.py', 'evaluation/functional/calibration.py',
                 'evaluation/functional/detection_calibration.py',
                 'evaluation/functional/temperature.py', 'evaluation/functional/streaming.py',
-                'robustness/decode_cache.py')
+                'robustness/decode_cache.py', 'robustness/loops.py')
 _NOT_CODE = ('datasets/converters', 'datasets/synthetic.py')
 
 PACKAGE_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

@@ -9,7 +9,8 @@ Nothing here reads or writes files.
 from __future__ import annotations
 
 import os.path as osp
-from typing import List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from ..corruptions import GROUPS, PROTOCOLS, list_corruptions
 from ..corruptions import resolve_corruptions as _resolve_names
@@ -18,7 +19,7 @@ from ..corruptions.condition import CLEAN, Condition
 from .store import SweepError
 
 __all__ = [
-    'select_corruptions', 'select_severities', 'sweep_conditions', 'parse_shard',
+    'SweepPlan', 'select_corruptions', 'select_severities', 'sweep_conditions', 'parse_shard',
     'shard_conditions', 'default_sweep_work_dir'
 ]
 
@@ -102,3 +103,64 @@ def shard_conditions(conditions: Sequence[Condition],
 def default_sweep_work_dir(config: str) -> str:
     """``work_dirs/robustness/<config file stem>``."""
     return osp.join('work_dirs', 'robustness', osp.splitext(osp.basename(config))[0])
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a robustness run evaluates: the selected corruptions and severities, the clean
+    condition (whose seed, protocol and border every condition shares), the shard.
+
+    Build it with :meth:`create`, which validates everything.
+    """
+    corruptions: Tuple[str, ...]
+    severities: Tuple[int, ...]
+    clean: Condition
+    shard: Optional[Tuple[int, int]] = None
+
+    @classmethod
+    def create(cls, corruptions: Union[None, str, Sequence[str]] = None,
+               severities: Optional[Sequence[int]] = None, protocol: str = 'reobench',
+               seed: int = 0, border: str = 'reflect',
+               shard: Union[None, str, Sequence[int]] = None) -> 'SweepPlan':
+        """Validate and expand a selection.
+
+        Raises:
+            SweepError: an unknown protocol, name or group, a severity outside 1..5, an
+                empty selection, a bad seed, border or shard (the message says what is
+                valid).
+        """
+        selected = select_corruptions(corruptions, protocol)
+        chosen = select_severities(severities)
+        try:
+            clean = Condition(seed=seed, protocol=protocol, border=border)
+        except ValueError as error:
+            raise SweepError(str(error)) from None
+        return cls(tuple(selected), tuple(chosen), clean, parse_shard(shard))
+
+    @property
+    def protocol(self) -> str:
+        return self.clean.protocol
+
+    @property
+    def seed(self) -> int:
+        return self.clean.seed
+
+    @property
+    def border(self) -> str:
+        return self.clean.border
+
+    @property
+    def all_conditions(self) -> List[Condition]:
+        """Clean first, then corruption by corruption, severity by severity."""
+        return sweep_conditions(self.corruptions, self.severities, self.clean)
+
+    @property
+    def conditions(self) -> List[Condition]:
+        """The shard's conditions (all of them without a shard)."""
+        return shard_conditions(self.all_conditions, self.shard)
+
+    def condition(self, value: Any) -> Condition:
+        """``value`` as a condition of this plan: a pair (``('cloud', 3)``) or key
+        (``'cloud@3'``) gets the plan's seed, protocol and border; a condition is taken as
+        it is."""
+        return Condition.coerce(value, self.protocol, self.seed, self.border)

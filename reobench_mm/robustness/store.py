@@ -47,7 +47,8 @@ from ..fileio import dump_json_atomic
 from .fingerprint import differing_parts
 
 __all__ = [
-    'SweepError', 'WorkDirLockedError', 'LOCK_FILE', 'WorkDirLock', 'CONDITION_FORMAT',
+    'SweepError', 'WorkDirLockedError', 'FingerprintMismatchError', 'LOCK_FILE', 'WorkDirLock',
+    'CONDITION_FORMAT',
     'CONDITIONS_DIR', 'SHARD_FORMAT', 'record_digest', 'seal_record', 'read_json',
     'condition_result_dict', 'record_identity_problem', 'record_consistency_problem',
     'condition_record_problem', 'write_record', 'calibration_details', 'shard_manifest_path',
@@ -69,6 +70,16 @@ class SweepError(ValueError):
 
 class WorkDirLockedError(SweepError):
     """Another sweep holds the lock of the work dir."""
+
+
+class FingerprintMismatchError(SweepError):
+    """A finished condition (or shard) was written for other inputs; ``parts`` lists
+    the parts of the fingerprint that differ (``config``, ``checkpoint``, ``data``,
+    ``code``, ``options``)."""
+
+    def __init__(self, message: str, parts: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.parts = list(parts)
 
 
 # ----------------------------------------------------------------------------- the lock

@@ -36,7 +36,7 @@ __all__ = [
     'place_corruption', 'dataset_pipelines', 'built_dataset_pipelines',
     'add_corruption_meta_keys', 'place_condition', 'step_condition', 'condition_of',
     'check_no_nested_corruption', 'check_condition_pair', 'corruption_steps',
-    'label_pipelines'
+    'label_pipelines', 'stop_live_workers'
 ]
 
 CORRUPTION_TYPE = 'ApplyCorruption'
@@ -355,7 +355,7 @@ def _describe(condition: Condition) -> str:
         f'{condition.corruption} severity {condition.severity}'
 
 
-def _stop_live_workers(dataloader: Any) -> None:
+def stop_live_workers(dataloader: Any) -> None:
     """Shut down the persistent workers of a built ``DataLoader`` that was iterated
     already: they hold a copy of the pipeline taken when they started and would not see
     a changed condition. The next iteration starts fresh workers from the edited
@@ -432,7 +432,7 @@ def place_condition(dataloader: Any, condition: Condition,
         add_corruption_meta_keys(pipeline, scope)
         placements.append(placement)
     if not isinstance(dataloader, dict):
-        _stop_live_workers(dataloader)
+        stop_live_workers(dataloader)
     return placements
 
 
@@ -456,7 +456,7 @@ def label_pipelines(dataloader: Any, scope: Optional[str] = None) -> List[Placem
         add_corruption_meta_keys(pipeline, scope)
         placements.append(placement)
     if built and placements:
-        _stop_live_workers(dataloader)
+        stop_live_workers(dataloader)
     return placements
 
 

@@ -11,12 +11,11 @@ never ``analysis`` or ``robustness``.
 from .config import (PreparedTest, applied_condition, check_corruption_args,
                      corruption_settings, corruption_tag, default_work_dir,
                      get_test_pipelines, infer_task, insert_corruption, prepare_test_config,
-                     prepare_train_config, tagged_path, use_corruption_loop,
-                     use_plain_test_loop)
+                     prepare_train_config, tagged_path, use_corruption_loop)
 
 __all__ = [
     'PreparedTest', 'applied_condition', 'check_corruption_args', 'corruption_settings',
     'corruption_tag', 'default_work_dir', 'get_test_pipelines', 'infer_task',
     'insert_corruption', 'prepare_test_config', 'prepare_train_config', 'tagged_path',
-    'use_corruption_loop', 'use_plain_test_loop'
+    'use_corruption_loop'
 ]

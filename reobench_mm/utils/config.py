@@ -40,7 +40,7 @@ from ..transforms.placement import (CORRUPTION_META_KEYS, Placement, check_condi
 __all__ = [
     'CORRUPTION_META_KEYS', 'CORRUPTION_LOOP', 'infer_task', 'default_work_dir',
     'check_corruption_args', 'insert_corruption', 'use_corruption_loop',
-    'use_plain_test_loop', 'corruption_loop_condition', 'applied_condition',
+    'corruption_loop_condition', 'applied_condition',
     'corruption_settings', 'check_no_corruption_cfg', 'corruption_tag', 'tagged_path',
     'get_test_pipelines', 'prepare_train_config', 'prepare_test_config', 'PreparedTest'
 ]
@@ -211,13 +211,6 @@ def use_corruption_loop(cfg: Config, condition: Condition) -> None:
     """
     cfg.test_cfg = ConfigDict(type=CORRUPTION_LOOP, **_test_loop_options(cfg),
                               **condition.settings())
-
-
-def use_plain_test_loop(cfg: Config) -> None:
-    """Make ``test_cfg`` MMEngine's ``TestLoop`` (a ``CorruptionTestLoop``'s condition is
-    dropped, other options kept), for callers that switch the corruption steps of the
-    built pipeline themselves."""
-    cfg.test_cfg = ConfigDict(type='TestLoop', **_test_loop_options(cfg))
 
 
 def applied_condition(cfg: Config) -> Condition:
