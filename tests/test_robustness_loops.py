@@ -20,6 +20,7 @@ from reobench_mm.robustness.store import SweepError
 from sweep_helpers import untrained_checkpoint
 
 SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
+TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
 
 
 def _toolbox_file(package: str, *parts: str) -> str:
@@ -62,8 +63,9 @@ def _numbers(folder: str) -> dict:
 
 @pytest.mark.slow
 def test_stock_mmseg_test_tool_with_the_robustness_loop_matches_the_sweep(demo_data, tmp_path):
-    """mmseg's own tools/test.py (installed package, subprocess) on a demo config whose
-    test_cfg is RobustnessTestLoop gives the sweep's per-condition numbers and results."""
+    """mmseg's own tools/test.py (installed package, subprocess) and this package's
+    tools/test.py on a demo config whose test_cfg is RobustnessTestLoop give the sweep's
+    per-condition numbers and results."""
     stock = _toolbox_file('mmseg', 'tools', 'test.py')
     data_root = osp.join(demo_data, 'potsdam')
     checkpoint = train_checkpoint(SEG_DEMO_CONFIG, data_root, str(tmp_path / 'train'), 30)
@@ -74,12 +76,21 @@ def test_stock_mmseg_test_tool_with_the_robustness_loop_matches_the_sweep(demo_d
         " severities=[1, 5])\n")
     options = _cli(_data_options(data_root))
     stock_dir, sweep_dir = str(tmp_path / 'stock'), str(tmp_path / 'sweep')
+    ours_dir = str(tmp_path / 'ours')
     outputs = run_tools_together(
+        [TEST_TOOL, str(derived), checkpoint, '--work-dir', ours_dir, '--cfg-options',
+         *options],
         [stock, str(derived), checkpoint, '--work-dir', stock_dir, '--cfg-options', *options,
          'log_level=INFO'],
         [SWEEP_TOOL, SEG_DEMO_CONFIG, checkpoint, '--corruptions', 'gaussian_noise', 'rotate',
          '--severities', '1', '5', '--work-dir', sweep_dir, '--cfg-options', *options])
+    outputs = outputs[1:]
     stock_records, sweep_records = _records(stock_dir), _records(sweep_dir)
+    assert _records(ours_dir) == sweep_records  # this package's tools/test.py too
+    with open(osp.join(ours_dir, 'metrics_robustness.json')) as handle:
+        ours = json.load(handle)
+    assert ours['tag'] == 'robustness' and 'corruption' not in ours
+    assert ours['metrics']['robust/avg'] == pytest.approx(_numbers(sweep_dir)['avg'])
     assert sorted(stock_records) == ['clean', 'gaussian_noise@1', 'gaussian_noise@5',
                                      'rotate@1', 'rotate@5']
     assert stock_records == sweep_records  # every metric of every condition, exactly

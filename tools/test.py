@@ -15,6 +15,10 @@ test_cfg.corruption=NAME test_cfg.severity=K`` does the same. The metrics go to
 and ``--out``/``--show-dir`` get ``_{tag}`` as suffix. ``--out``: segmentation, a folder
 for predicted label maps; rotated detection, a ``.pkl`` file of the raw predictions.
 
+A config whose ``test_cfg`` is a ``RobustnessTestLoop`` evaluates every condition it
+selects in one run (its records, ``results.json`` and report go to the work dir); the
+metrics it returns go to ``{work_dir}/metrics_robustness.json``.
+
 The checkpoint is loaded strictly, as the robustness sweep loads it: a file that cannot
 be read, or whose weights do not fit the model (missing, unexpected or mis-shaped keys),
 stops the run with exit code 2 and leaves the work dir as it was. ``--partial-checkpoint``
@@ -145,23 +149,29 @@ def main() -> int:
             load_checkpoint_strict(runner.model, args.checkpoint, config=args.config,
                                    checkpoint=checkpoint, strict=not args.partial_checkpoint)
             runner.logger.info(f'Load checkpoint from {args.checkpoint}')
+            if setup.robustness:  # RobustnessTestLoop: loaded here, strictly or on purpose
+                loop.set_source(config=args.config, checkpoint=args.checkpoint,
+                                cfg_options=args.cfg_options, checkpoint_loaded=True)
     except (CheckpointError, RuntimeError) as error:  # refused: nothing was written
         hint = ' (--partial-checkpoint loads what fits)' \
             if isinstance(error, CheckpointError) else ''
         print(f'error: {error}{hint}', file=sys.stderr)
         return 2
-    print_log(f'corruption: {setup.tag} ({setup.corruption}), task: {setup.task}',
-              logger='current')
+    label = 'robustness' if setup.robustness else setup.tag
+    if not setup.robustness:
+        print_log(f'corruption: {setup.tag} ({setup.corruption}), task: {setup.task}',
+                  logger='current')
     start = time.time()
     metrics = loop.run()
     runner.call_hook('after_run')
     seconds = time.time() - start
     metrics = {key: float(value) for key, value in metrics.items()}
-    print_log(f'metrics [{setup.tag}]: ' + '  '.join(f'{k}: {v:.4f}' for k, v in metrics.items()),
+    print_log(f'metrics [{label}]: ' + '  '.join(f'{k}: {v:.4f}' for k, v in metrics.items()),
               logger='current')
     if is_main_process():
         dump_json_atomic(dict(config=args.config, checkpoint=args.checkpoint, task=setup.task,
-                              tag=setup.tag, **setup.corruption, metrics=metrics,
+                              tag=label, **({} if setup.robustness else setup.corruption),
+                              metrics=metrics,
                               test_seconds=round(seconds, 2),
                               time=time.strftime('%Y-%m-%dT%H:%M:%S')),
                          setup.metrics_file)

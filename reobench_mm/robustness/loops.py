@@ -60,12 +60,10 @@ from ..transforms.placement import (Placement, corruption_steps, place_condition
 from ..utils.config import infer_task
 from .decode_cache import DEFAULT_MAX_BYTES, cache_loading_steps, check_cache_bytes
 from .fingerprint import (code_fingerprint, config_fingerprint, dataset_fingerprint,
-                          differing_parts, result_options)
+                          result_options)
 from .plan import SweepPlan
-from .store import (CONDITION_FORMAT, CONDITIONS_DIR, FingerprintMismatchError, SweepError,
-                    WorkDirLock, calibration_details, check_writable, condition_record_problem,
-                    condition_result_dict, read_json, write_error, write_record,
-                    write_shard_manifest)
+from .store import (CONDITIONS_DIR, ConditionStore, SweepError, WorkDirLock,
+                    calibration_details, read_json, write_error, write_shard_manifest)
 
 __all__ = [
     'RobustnessTestLoop', 'RobustnessValLoop', 'SweepOutcome', 'classwise_evaluator',
@@ -323,7 +321,11 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         self.decode_cache_bytes = decode_cache_bytes
         self.strict_checkpoint = bool(strict_checkpoint)
         self.work_dir = out_dir or runner.work_dir
-        self.conditions_dir = osp.join(self.work_dir, CONDITIONS_DIR)
+        #: the condition records of ``out_dir``
+        self.store = ConditionStore(self.work_dir, self.plan.condition, self.task,
+                                    self.metric_task, self.calibration,
+                                    lambda: self.fingerprint)
+        self.conditions_dir = self.store.conditions_dir
         self.decode_caches: list = []
         self.temperature: Optional[float] = None
         self.last_calibration: Dict[str, dict] = {}
@@ -420,56 +422,18 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
             dataset.full_init()
         return dataset
 
-    def _check_fingerprint(self, recorded: Any, path: str) -> None:
-        differing = differing_parts(recorded, self.fingerprint)
-        if differing:
-            names = [part for part, _ in differing]
-            raise FingerprintMismatchError(
-                f'{path} was written for other inputs: the {", ".join(names)} '
-                f'differ{"s" if len(names) == 1 else ""} ('
-                + '; '.join(f'{part}: {detail}' for part, detail in differing)
-                + '); use --force (test_cfg.force=True) to evaluate again, or another '
-                'work dir', names)
-
     # ------------------------------------------------------------------ records
     def condition_file(self, condition: Any) -> str:
-        return osp.join(self.conditions_dir, f'{self.plan.condition(condition).tag}.json')
+        return self.store.condition_file(condition)
 
     def reuse_problem(self, condition: Any) -> Optional[str]:
-        """Why the condition's file cannot be reused (None when it can).
-
-        Raises:
-            FingerprintMismatchError: a well-formed file written for other inputs.
-        """
-        condition = self.plan.condition(condition)
-        expected = dict(tag=condition.tag, task=self.task, **condition.settings())
-        return condition_record_problem(
-            self.condition_file(condition), condition.key, expected, self.metric_task,
-            self.calibration, check_fingerprint=self._check_fingerprint)
-
-    def _write_condition(self, condition: Condition, metrics: dict, seconds: float) -> dict:
-        record = dict(format=CONDITION_FORMAT, condition=condition.key,
-                      tag=condition.tag, task=self.task, **condition.settings(),
-                      metrics=metrics, result=condition_result_dict(metrics, self.metric_task),
-                      seconds=round(seconds, 3), fingerprint=self.fingerprint)
-        if self.calibration:
-            record['calibration'] = json_round_trip(self.last_calibration)
-        return write_record(self.condition_file(condition), record)
+        """Why the condition's record cannot be reused (None when it can; see
+        :meth:`ConditionStore.reuse_problem`)."""
+        return self.store.reuse_problem(condition)
 
     def load_records(self, conditions: Sequence[Any]) -> Dict[Condition, dict]:
-        """``condition -> record`` of the condition files.
-
-        Raises:
-            SweepError: a file is missing, malformed or inconsistent (named, with why).
-        """
-        out = {}
-        for condition in map(self.plan.condition, conditions):
-            problem = self.reuse_problem(condition)
-            if problem is not None:
-                raise SweepError(f'condition {condition.key}: {problem}; run the '
-                                 'sweep again to evaluate it')
-            out[condition] = read_json(self.condition_file(condition))[0]
-        return out
+        """``condition -> record`` (see :meth:`ConditionStore.load`)."""
+        return self.store.load(conditions)
 
     def provenance(self) -> dict:
         """The provenance block of the report and of a shard manifest."""
@@ -571,34 +535,6 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         self._check_batch(idx, data_batch)
         super().run_iter(idx, data_batch)
 
-    def _plan_todo(self, lock: WorkDirLock) -> Tuple[List[Condition], Dict[str, str]]:
-        """Rank 0 takes the lock and decides which conditions are left; every rank gets the
-        decision, or the error that refused the run."""
-        from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
-        todo, reasons, error = None, {}, None
-        if is_main_process():
-            try:
-                check_writable(self.conditions_dir)
-                lock.acquire()
-                todo = []
-                for condition in self.conditions:
-                    problem = None if self.force else self.reuse_problem(condition)
-                    if self.force or problem is not None:
-                        todo.append(condition)
-                    if problem is not None and osp.isfile(self.condition_file(condition)):
-                        reasons[condition.key] = problem
-            except Exception as caught:  # told to the other ranks, raised below
-                error = caught
-        if get_world_size() > 1:
-            box = [(todo, reasons, None if error is None else str(error))]
-            broadcast_object_list(box)
-            todo, reasons, message = box[0]
-            if error is None and message is not None:
-                raise SweepError(f'the main process refused the run: {message}')
-        if error is not None:
-            raise error
-        return todo, reasons
-
     def run(self, on_condition: Optional[Callable[[Condition, dict], None]] = None
             ) -> Dict[str, float]:
         """Evaluate the conditions not yet finished, write the report (or the shard
@@ -622,7 +558,7 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         self.outcome = outcome
         lock = self.lock
         try:
-            todo, outcome.reevaluated = self._plan_todo(lock)
+            todo, outcome.reevaluated = self.store.todo(self.conditions, lock, self.force)
             outcome.skipped = [c for c in self.conditions if c not in todo]
             if main:
                 for placement in self.placements:
@@ -653,7 +589,8 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                     outcome.seconds[condition.key] = seconds
                     outcome.evaluated.append(condition)
                     if main:
-                        record = self._write_condition(condition, metrics, seconds)
+                        record = self.store.write(condition, metrics, seconds,
+                                                  self.last_calibration)
                         bar.break_line()
                         print_log(f'robustness [{number}/{len(todo)}] {condition.tag}: '
                                   f'{metric} {record["result"]["value"]:.2f} '

@@ -43,12 +43,12 @@ from ..analysis.report import Report, write_report
 from ..analysis.results import (ConditionResult, condition_result_from_metrics, merge_results,
                                 results_to_jsonable)
 from ..corruptions.condition import CLEAN, Condition
-from ..fileio import dump_json_atomic
+from ..fileio import dump_json_atomic, json_round_trip
 from .fingerprint import differing_parts
 
 __all__ = [
     'SweepError', 'WorkDirLockedError', 'FingerprintMismatchError', 'LOCK_FILE', 'WorkDirLock',
-    'CONDITION_FORMAT',
+    'ConditionStore', 'CONDITION_FORMAT',
     'CONDITIONS_DIR', 'SHARD_FORMAT', 'record_digest', 'seal_record', 'read_json',
     'condition_result_dict', 'record_identity_problem', 'record_consistency_problem',
     'condition_record_problem', 'write_record', 'calibration_details', 'shard_manifest_path',
@@ -306,6 +306,123 @@ def calibration_details(records: Mapping[Condition, dict]) -> Optional[dict]:
     if not details or any(not d for d in details.values()):
         return None
     return details
+
+
+class ConditionStore:
+    """The condition records of one output folder (``<work_dir>/conditions/<tag>.json``),
+    for one set of inputs: where a condition's record is, whether it can be reused, writing
+    one, reading them all, and (rank 0, under the folder's lock) deciding which conditions
+    are left to evaluate.
+
+    Args:
+        work_dir: the output folder.
+        coerce: turns a pair (``('cloud', 3)``), key or condition into a condition of the
+            run (``SweepPlan.condition``).
+        task: the task name of the records (``'segmentation'``, ``'rotated_detection'``).
+        metric_task: the task as ``results.json`` writes it.
+        calibration: whether records must carry calibration details.
+        fingerprint: returns the fingerprint of the current inputs (called when a record
+            is checked or written: the data part may be costly to list).
+    """
+
+    def __init__(self, work_dir: str, coerce: Callable[[Any], Condition], task: str,
+                 metric_task: str, calibration: bool,
+                 fingerprint: Callable[[], Mapping[str, Any]]) -> None:
+        self.work_dir = work_dir
+        self.conditions_dir = osp.join(work_dir, CONDITIONS_DIR)
+        self.coerce, self.task, self.metric_task = coerce, task, metric_task
+        self.calibration = calibration
+        self.fingerprint = fingerprint
+
+    def condition_file(self, condition: Any) -> str:
+        return osp.join(self.conditions_dir, f'{self.coerce(condition).tag}.json')
+
+    def check_fingerprint(self, recorded: Any, path: str) -> None:
+        """Raise :class:`FingerprintMismatchError` naming the parts of ``recorded`` that
+        differ from the current inputs."""
+        differing = differing_parts(recorded, self.fingerprint())
+        if differing:
+            names = [part for part, _ in differing]
+            raise FingerprintMismatchError(
+                f'{path} was written for other inputs: the {", ".join(names)} '
+                f'differ{"s" if len(names) == 1 else ""} ('
+                + '; '.join(f'{part}: {detail}' for part, detail in differing)
+                + '); use --force (test_cfg.force=True) to evaluate again, or another '
+                'work dir', names)
+
+    def reuse_problem(self, condition: Any) -> Optional[str]:
+        """Why the condition's record cannot be reused (None when it can): missing,
+        unreadable, malformed or inconsistent.
+
+        Raises:
+            FingerprintMismatchError: a well-formed record written for other inputs.
+        """
+        condition = self.coerce(condition)
+        expected = dict(tag=condition.tag, task=self.task, **condition.settings())
+        return condition_record_problem(
+            self.condition_file(condition), condition.key, expected, self.metric_task,
+            self.calibration, check_fingerprint=self.check_fingerprint)
+
+    def write(self, condition: Condition, metrics: Mapping[str, float], seconds: float,
+              calibration: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Write the record of a finished condition (sealed, atomically); returns it.
+
+        Raises:
+            SweepError: the file cannot be written (:func:`write_error`).
+        """
+        record = dict(format=CONDITION_FORMAT, condition=condition.key,
+                      tag=condition.tag, task=self.task, **condition.settings(),
+                      metrics=dict(metrics),
+                      result=condition_result_dict(metrics, self.metric_task),
+                      seconds=round(seconds, 3), fingerprint=self.fingerprint())
+        if self.calibration:
+            record['calibration'] = json_round_trip(calibration or {})
+        return write_record(self.condition_file(condition), record)
+
+    def load(self, conditions: Sequence[Any]) -> Dict[Condition, dict]:
+        """``condition -> record`` of the given conditions.
+
+        Raises:
+            SweepError: a record is missing, malformed or inconsistent (named, with why).
+        """
+        out = {}
+        for condition in map(self.coerce, conditions):
+            problem = self.reuse_problem(condition)
+            if problem is not None:
+                raise SweepError(f'condition {condition.key}: {problem}; run the '
+                                 'sweep again to evaluate it')
+            out[condition] = read_json(self.condition_file(condition))[0]
+        return out
+
+    def todo(self, conditions: Sequence[Condition], lock: WorkDirLock,
+             force: bool = False) -> Tuple[List[Condition], Dict[str, str]]:
+        """Rank 0 takes ``lock`` and decides which ``conditions`` are left (all with
+        ``force``), and ``condition key -> reason`` for records not reused; every rank
+        gets the decision, or the error that refused the run."""
+        from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
+        todo, reasons, error = None, {}, None
+        if is_main_process():
+            try:
+                check_writable(self.conditions_dir)
+                lock.acquire()
+                todo = []
+                for condition in conditions:
+                    problem = None if force else self.reuse_problem(condition)
+                    if force or problem is not None:
+                        todo.append(condition)
+                    if problem is not None and osp.isfile(self.condition_file(condition)):
+                        reasons[condition.key] = problem
+            except Exception as caught:  # told to the other ranks, raised below
+                error = caught
+        if get_world_size() > 1:
+            box = [(todo, reasons, None if error is None else str(error))]
+            broadcast_object_list(box)
+            todo, reasons, message = box[0]
+            if error is None and message is not None:
+                raise SweepError(f'the main process refused the run: {message}')
+        if error is not None:
+            raise error
+        return todo, reasons
 
 
 # ----------------------------------------------------------------------------- manifests

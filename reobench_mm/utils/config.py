@@ -38,7 +38,7 @@ from ..transforms.placement import (CORRUPTION_META_KEYS, Placement, check_condi
                                     transform_name)
 
 __all__ = [
-    'CORRUPTION_META_KEYS', 'CORRUPTION_LOOP', 'infer_task', 'default_work_dir',
+    'CORRUPTION_META_KEYS', 'CORRUPTION_LOOP', 'ROBUSTNESS_LOOP', 'infer_task', 'default_work_dir',
     'check_corruption_args', 'insert_corruption', 'use_corruption_loop',
     'corruption_loop_condition', 'applied_condition',
     'corruption_settings', 'check_no_corruption_cfg', 'corruption_tag', 'tagged_path',
@@ -47,6 +47,8 @@ __all__ = [
 
 #: The registered test loop that evaluates under a condition.
 CORRUPTION_LOOP = 'CorruptionTestLoop'
+#: The test loop that evaluates every selected condition in one run.
+ROBUSTNESS_LOOP = 'RobustnessTestLoop'
 
 
 # ----------------------------------------------------------------------------- task, work dir
@@ -331,6 +333,7 @@ class PreparedTest(NamedTuple):
     metrics_file: str  # {work_dir}/metrics_{tag}.json
     dump_file: Optional[str]  # detection --out: the tagged .pkl for DumpResults
     placements: Tuple[Placement, ...] = ()  # where the corruption step is, per pipeline
+    robustness: bool = False  # test_cfg is a RobustnessTestLoop (every condition, one run)
 
     @property
     def tag(self) -> str:
@@ -422,5 +425,8 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
             if not out.endswith(('.pkl', '.pickle')):
                 raise ValueError(f'--out for detection must be a .pkl file, got {out!r}')
             dump_file = tagged_path(out, tag)
-    metrics_file = osp.join(cfg.work_dir, f'metrics_{tag}.json')
-    return PreparedTest(cfg, task, condition, metrics_file, dump_file, tuple(placements))
+    robustness = _loop_type(cfg.get('test_cfg') or {}) == ROBUSTNESS_LOOP
+    metrics_file = osp.join(cfg.work_dir,
+                            f'metrics_{"robustness" if robustness else tag}.json')
+    return PreparedTest(cfg, task, condition, metrics_file, dump_file, tuple(placements),
+                        robustness)
