@@ -6,6 +6,10 @@ import glob
 import json
 import os.path as osp
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from mmengine.config import Config
@@ -121,6 +125,48 @@ def test_stock_mmseg_test_tool_with_the_robustness_loop_matches_the_sweep(demo_d
         assert handle.read() == before
 
 
+@pytest.mark.slow
+def test_stock_test_tool_killed_between_conditions_resumes_to_the_same_bytes(demo_data,
+                                                                             tmp_path):
+    """mmseg's own tools/test.py with RobustnessTestLoop, killed (SIGKILL) after some
+    conditions and run again: the rerun evaluates only the rest, and results.json is
+    byte-identical to that of an uninterrupted run."""
+    stock = _toolbox_file('mmseg', 'tools', 'test.py')
+    data_root = osp.join(demo_data, 'potsdam')
+    checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+    derived = tmp_path / 'upernet_robustness.py'
+    derived.write_text(
+        f"_base_ = ['{SEG_DEMO_CONFIG}']\n"
+        "test_cfg = dict(type='RobustnessTestLoop', corruptions=['haze', 'motion_blur', "
+        "'rotate'], severities=[1, 3, 5], plots=False)\n")
+    options = _cli(_data_options(data_root))
+    killed, whole = str(tmp_path / 'killed'), str(tmp_path / 'whole')
+
+    def command(work_dir):
+        return [sys.executable, stock, str(derived), checkpoint, '--work-dir', work_dir,
+                '--cfg-options', *options]
+
+    process = subprocess.Popen(command(killed), cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while len(glob.glob(osp.join(killed, 'conditions', '*.json'))) < 3:
+        assert process.poll() is None and time.time() < deadline, 'no conditions written'
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = len(glob.glob(osp.join(killed, 'conditions', '*.json')))
+    assert 3 <= finished < 10 and not osp.exists(osp.join(killed, 'results.json'))
+    outputs = run_tools_together(
+        [stock, str(derived), checkpoint, '--work-dir', killed, '--cfg-options', *options,
+         'log_level=INFO'],
+        [stock, str(derived), checkpoint, '--work-dir', whole, '--cfg-options', *options])
+    assert f'{finished} of 10 conditions already finished' in outputs[0]
+    assert len(re.findall(r'robustness \[\d+/\d+\]', outputs[0])) == 10 - finished
+    with open(osp.join(killed, 'results.json'), 'rb') as a, \
+            open(osp.join(whole, 'results.json'), 'rb') as b:
+        assert a.read() == b.read(), 'resumed and uninterrupted results differ'
+
+
 def _seg_cfg(data_root: str, work_dir: str, test_cfg=None, val_cfg=None) -> Config:
     cfg = Config.fromfile(SEG_DEMO_CONFIG)
     cfg.merge_from_dict(dict(_data_options(data_root, ('train', 'val', 'test')),
@@ -216,6 +262,12 @@ def test_val_loop_metrics_match_single_condition_runs(demo_data, tmp_path):
     # the runner's message hub has them for the hooks
     assert runner.message_hub.get_scalar('val/robust/avg').current() == \
         pytest.approx(avg, abs=1e-9)
+    # decoding once for all conditions and validations changes no number
+    cfg.val_cfg.decode_cache_bytes = 2**30
+    cfg.work_dir = str(tmp_path / 'val_cached')
+    runner = Runner.from_cfg(cfg)
+    assert runner.val() == metrics and runner.val() == metrics
+    assert len(runner.val_loop.decode_caches) == 1
 
 
 def _scalars(work_dir: str) -> list:
@@ -277,3 +329,72 @@ def test_stock_train_tools_validate_robustness_and_keep_the_best(demo_data, tmp_
         assert row['robust/clean'] == pytest.approx(100 * row['dota/mAP'], abs=1e-3)
         assert 'haze_s3/mAP' in row
     del det_values
+
+
+# ----------------------------------------------------------------------------- temperature
+
+def test_held_out_indices_are_seeded_stratified_and_exact():
+    from reobench_mm.datasets.subset import held_out_indices
+    strata = ['a'] * 10 + ['b'] * 6 + ['c'] * 4
+    chosen = held_out_indices(strata, 5, seed=3)
+    assert chosen == held_out_indices(strata, 5, seed=3) == sorted(chosen)
+    assert chosen != held_out_indices(strata, 5, seed=4)
+    # shares 2.5, 1.5, 1.0 -> floors 2, 1, 1 and the one left to the largest remainder
+    # (a tie between a and b goes to the larger stratum)
+    assert [strata[i] for i in chosen].count('a') == 3
+    assert [strata[i] for i in chosen].count('b') == 1
+    assert [strata[i] for i in chosen].count('c') == 1
+    for bad in (0, 20, 2.5, True):
+        with pytest.raises(ValueError, match='1 <= size < 20'):
+            held_out_indices(strata, bad)
+
+
+def test_temperature_is_fitted_on_held_out_images_only(demo_data, tmp_path):
+    """temperature_split holds test images out (the split dataset's two parts are disjoint
+    and cover the test set), fits the temperature on them and evaluates the rest; the
+    images are recorded; fitting on evaluated images is refused without the opt-in."""
+    from reobench_mm.datasets.subset import HeldOutSplitDataset
+    data_root = osp.join(demo_data, 'potsdam')
+    checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+
+    def run(work_dir, **loop):
+        cfg = _seg_cfg(data_root, str(tmp_path / work_dir), test_cfg=dict(
+            type='RobustnessTestLoop', corruptions=['haze'], severities=[3], plots=False,
+            temperature_scaling=True, **loop))
+        cfg.load_from = checkpoint
+        runner = Runner.from_cfg(cfg)
+        return runner, runner.test()
+
+    with pytest.raises(SweepError, match='fitted on evaluated images.*shares 3 of the 3'):
+        run('refused')
+    with pytest.raises(SweepError, match='need temperature_scaling=True'):
+        cfg = _seg_cfg(data_root, str(tmp_path / 'x'), test_cfg=dict(
+            type='RobustnessTestLoop', temperature_split=1))
+        Runner.from_cfg(cfg).test_loop
+    runner, metrics = run('split', temperature_split=1, temperature_split_seed=0)
+    loop = runner.test_loop
+    evaluated = [loop.dataloader.dataset.get_data_info(i)['img_path']
+                 for i in range(len(loop.dataloader.dataset))]
+    assert isinstance(loop.dataloader.dataset, HeldOutSplitDataset)
+    with open(tmp_path / 'split' / 'temperature.json') as handle:
+        fitted = json.load(handle)
+    assert fitted['num_images'] == 1 and len(evaluated) == 2
+    assert not set(fitted['images']) & set(evaluated)
+    assert sorted(fitted['images'] + evaluated) == sorted(
+        glob.glob(osp.join(data_root, 'img_dir', 'val', '*.png')))
+    assert fitted['source'].startswith('held-out split of the test set (1 images, seed 0')
+    with open(tmp_path / 'split' / 'results.json') as handle:
+        doc = json.load(handle)
+    assert doc['provenance']['extra']['temperature']['images'] == fitted['images']
+    assert doc['provenance']['extra']['fingerprint']['data']['samples'] == 2
+    assert 'calib_ts/ECE' in doc['numbers']['conditions'][0]['extra']
+    with open(tmp_path / 'split' / 'report.md') as handle:
+        assert 'held-out split of the test set (1 images' in handle.read()
+    # the same split again: same images; the clean mIoU is that of the 2 evaluated images
+    _, again = run('split_again', temperature_split=1, temperature_split_seed=0)
+    assert again['mIoU'] == metrics['mIoU']
+    one = _seg_cfg(data_root, str(tmp_path / 'two_images'))
+    one.test_dataloader.dataset = dict(type='HeldOutSplitDataset',
+                                       dataset=one.test_dataloader.dataset, size=1, seed=0)
+    one.load_from = checkpoint
+    assert float(Runner.from_cfg(one).test()['mIoU']) == metrics['mIoU']

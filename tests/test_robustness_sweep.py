@@ -341,9 +341,15 @@ def test_calibration_and_temperature_scaling_in_the_sweep(full_sweep, seg_model,
         'val_dataloader.dataset.data_root': data_root, 'val_dataloader.num_workers': 0,
         'val_dataloader.persistent_workers': False})
     work_dir = str(tmp_path / 'calibrated')
+    # the demo's val_dataloader is its test set: refused unless accepted on purpose
+    with pytest.raises(SweepError, match='fitted on evaluated images.*temperature_split'):
+        run_sweep(SEG_DEMO_CONFIG, checkpoint, corruptions=['gaussian_noise'],
+                  severities=[1, 5], work_dir=work_dir, cfg_options=options,
+                  temperature_scaling=True)
+    assert not osp.exists(work_dir)
     outcome = run_sweep(SEG_DEMO_CONFIG, checkpoint, corruptions=['gaussian_noise'],
                         severities=[1, 5], work_dir=work_dir, cfg_options=options,
-                        temperature_scaling=True)
+                        temperature_scaling=True, temperature_on_test=True)
     assert outcome.evaluated == [('clean', 0), ('gaussian_noise', 1), ('gaussian_noise', 5)]
     files = set(os.listdir(work_dir))
     assert {'ece_vs_severity.png', 'reliability_diagrams.png', 'reliability_diagrams_ts.png',
@@ -351,7 +357,8 @@ def test_calibration_and_temperature_scaling_in_the_sweep(full_sweep, seg_model,
 
     with open(osp.join(work_dir, 'temperature.json')) as handle:
         fitted = json.load(handle)
-    assert fitted['source'] == 'val_dataloader' and fitted['num_pixels'] > 0
+    assert fitted['source'].startswith('val_dataloader (may share the evaluated images')
+    assert fitted['num_pixels'] > 0 and fitted['num_images'] == 3
     # the fitted temperature lowers the NLL of the clean pixels it was fitted on
     assert fitted['temperature'] != pytest.approx(1.0, abs=1e-3)
     assert fitted['nll_after'] < fitted['nll_before']
@@ -389,7 +396,7 @@ def test_calibration_and_temperature_scaling_in_the_sweep(full_sweep, seg_model,
     # resumed: the fitted temperature is read back, not fitted again
     sweep = RobustnessSweep(SEG_DEMO_CONFIG, checkpoint, corruptions=['gaussian_noise'],
                             severities=[1, 5], work_dir=work_dir, cfg_options=options,
-                            temperature_scaling=True)
+                            temperature_scaling=True, temperature_on_test=True)
     assert sweep.run().evaluated == []
 
 

@@ -5,8 +5,9 @@ the synthetic Potsdam tiles and the tiny Oriented R-CNN on the synthetic DIOR-R 
 (each reused when its checkpoint exists), then run the robustness sweep for each: clean
 and every corruption × severity (default: the 12 REOBench corruptions × 5 severities),
 with per-class scores and calibration (for segmentation also with a temperature fitted
-on clean pixels). Prints the paper-layout table of each task and the path of its
-``report.md``. A rerun reuses the models and the finished conditions.
+on the clean pixels of 2 held-out test images, which are then not evaluated). Prints the
+paper-layout table of each task and the path of its ``report.md``. A rerun reuses the
+models and the finished conditions.
 
     python tools/demo.py [--data-root data/demo] [--work-dir work_dirs/demo]
                          [--iters N] [--det-iters N] [--corruptions NAME|GROUP ...]
@@ -111,6 +112,9 @@ class DemoTask(NamedTuple):
         return get_task(self.task).results_name
 
 
+#: Test images held out (seeded, stratified) for the segmentation temperature.
+DEMO_TEMPERATURE_SPLIT = 2
+
 TASKS = (
     DemoTask(SEGMENTATION, SEG_CONFIG, 'potsdam', 'seg'),
     DemoTask(ROTATED_DETECTION, DET_CONFIG, 'dior', 'det'),
@@ -148,13 +152,17 @@ def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> st
     options = {'log_level': 'WARNING', 'test_dataloader.dataset.data_root': data_root,
                'val_dataloader.dataset.data_root': data_root}
     calibration = not args.no_calibration
+    # the demo's test set is its validation set: the temperature comes from a held-out
+    # split of it, which is then not evaluated
+    scaled = calibration and task.task == SEGMENTATION
 
     def make_sweep(force: bool) -> RobustnessSweep:
         return RobustnessSweep(
             task.config, checkpoint, corruptions=args.corruptions, severities=args.severities,
             seed=args.seed, work_dir=osp.join(args.work_dir, task.work_subdir, 'robustness'),
             cfg_options=options, force=force, calibration=calibration,
-            temperature_scaling=calibration and task.task == SEGMENTATION)
+            temperature_scaling=scaled,
+            temperature_split=DEMO_TEMPERATURE_SPLIT if scaled else None)
 
     sweep = make_sweep(force=trained)
     count = len(sweep.conditions)

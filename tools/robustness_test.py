@@ -4,7 +4,8 @@
         [--severities K ...] [--protocol reobench|geofm_calibration] [--seed S]
         [--border reflect|constant] [--work-dir DIR] [--cfg-options KEY=VALUE ...]
         [--launcher none|pytorch|slurm|mpi] [--force] [--shard i/n] [--no-plots]
-        [--calibration] [--temperature-scaling]
+        [--calibration] [--temperature-scaling [--temperature-split N
+        [--temperature-split-seed S] | --temperature-on-test]]
 
 The model is built and the checkpoint loaded (strictly) once; the corruption of the
 test pipeline is switched for each condition. Each finished condition is written to
@@ -68,8 +69,17 @@ def parse_args(argv=None):
                         'every condition, with reliability diagrams and ECE vs severity')
     parser.add_argument('--temperature-scaling', action='store_true',
                         help='(segmentation; implies --calibration) fit one temperature on '
-                        'clean validation pixels and report every condition calibrated '
-                        'with it too (calib_ts/...)')
+                        'clean pixels of images that are not evaluated (--temperature-split, '
+                        'or a val_dataloader of other images) and report every condition '
+                        'calibrated with it too (calib_ts/...)')
+    parser.add_argument('--temperature-split', type=int, metavar='N',
+                        help='hold out N test images (seeded, stratified) for the '
+                        'temperature and evaluate the rest (the calibration study: 400)')
+    parser.add_argument('--temperature-split-seed', type=int, default=0, metavar='S',
+                        help='seed of the held-out split (default 0)')
+    parser.add_argument('--temperature-on-test', action='store_true',
+                        help='allow fitting the temperature on evaluated images '
+                        '(optimistic; recorded in the report)')
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args, parser
@@ -95,7 +105,10 @@ def main(argv=None) -> int:
             border=args.border, work_dir=args.work_dir, cfg_options=args.cfg_options,
             launcher=args.launcher, force=args.force, shard=args.shard,
             plots=not args.no_plots, calibration=args.calibration,
-            temperature_scaling=args.temperature_scaling)
+            temperature_scaling=args.temperature_scaling,
+            temperature_split=args.temperature_split,
+            temperature_split_seed=args.temperature_split_seed,
+            temperature_on_test=args.temperature_on_test)
     except (OSError, KeyError, ValueError) as error:
         parser.error(error.args[0] if isinstance(error, KeyError) else str(error))
     try:

@@ -315,7 +315,11 @@ def _temperature_text(provenance: Mapping[str, Any]) -> Optional[str]:
     record = (provenance.get('extra') or {}).get('temperature')
     if not isinstance(record, Mapping) or record.get('temperature') is None:
         return None
-    return f'{record["temperature"]:.3f}, from {record.get("source", "clean data")}'
+    source = record.get('source', 'clean data')
+    count = record.get('num_images')
+    if isinstance(count, int) and 'images' not in source:
+        source += f' ({count} images)'
+    return f'{record["temperature"]:.3f}, from {source}'
 
 
 # ----------------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""A fixed fraction of a training set, for data-budget experiments.
+"""Deterministic subsets of a dataset: a fixed fraction of a training set, for
+data-budget experiments (:class:`FractionDataset`), and a held-out split of an evaluation
+set, for fitting a temperature on images that are then not evaluated
+(:class:`HeldOutSplitDataset`).
 
 :class:`FractionDataset` wraps any MMEngine dataset (segmentation or detection) and
 keeps ``max(1, round(fraction * len(dataset)))`` of its samples::
@@ -32,8 +35,8 @@ from mmengine.registry import DATASETS as MMENGINE_DATASETS
 
 from ..registry import DATASETS, ensure_custom_imports
 
-__all__ = ['FractionDataset', 'apply_data_fraction', 'check_fraction', 'subset_size',
-           'subset_indices']
+__all__ = ['FractionDataset', 'HeldOutSplitDataset', 'apply_data_fraction', 'check_fraction',
+           'subset_size', 'subset_indices', 'held_out_indices', 'sample_stratum']
 
 #: ``type`` values that name :class:`FractionDataset` in a config.
 FRACTION_DATASET_TYPES = ('FractionDataset', 'reobench_mm.FractionDataset')
@@ -214,3 +217,148 @@ def apply_data_fraction(cfg: Config, fraction: float, seed: int = 0) -> Config:
                           seed=seed)
     ensure_custom_imports(cfg, SUBSET_MODULE)
     return cfg
+
+
+# ----------------------------------------------------------------------------- held-out split
+
+#: The parts of a :class:`HeldOutSplitDataset`.
+SPLIT_PARTS = ('held_out', 'rest')
+
+
+def sample_stratum(info: dict) -> Any:
+    """The stratum of a sample for a stratified split: the most frequent value of its
+    label map (``seg_map_path``, read as stored; ties: the smallest value), else the most
+    frequent label of its ``instances`` (ties: the smallest), else ``None`` (one stratum).
+
+    Raises:
+        ValueError: a label map that cannot be read.
+    """
+    path = info.get('seg_map_path')
+    if isinstance(path, str):
+        import cv2
+        label = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+        if label is None:
+            raise ValueError(f'cannot read the label map {path!r} to stratify the split')
+        values, counts = np.unique(label, return_counts=True)
+        return int(values[np.argmax(counts)])
+    labels = [inst.get('bbox_label') for inst in info.get('instances') or []
+              if isinstance(inst, dict) and inst.get('bbox_label') is not None]
+    if labels:
+        values, counts = np.unique(np.asarray(labels), return_counts=True)
+        return int(values[np.argmax(counts)])
+    return None
+
+
+def held_out_indices(strata: List[Any], size: int, seed: int = 0) -> List[int]:
+    """The sorted indices of a seeded, stratified held-out split of ``size`` samples.
+
+    Each stratum gets its share of ``size`` in proportion to its number of samples (the
+    shares rounded down, the samples left over going to the strata with the largest
+    remainders, ties to the larger and then the earlier stratum); within a stratum the
+    samples are the first of a permutation drawn from ``default_rng(seed)``. The strata
+    are visited in order of first appearance, each drawing its permutation in turn, so the
+    split depends only on the seed and the strata of the samples in dataset order.
+
+    Raises:
+        ValueError: a bad seed, or a size outside ``1 .. len(strata) - 1``.
+    """
+    seed = _check_seed(seed)
+    count = len(strata)
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or \
+            not 1 <= size < count:
+        raise ValueError(f'a held-out split needs 1 <= size < {count} (the number of samples '
+                         f'of the dataset, which must keep at least one), got {size!r}')
+    groups: dict = {}
+    for index, stratum in enumerate(strata):
+        groups.setdefault(stratum, []).append(index)
+    members = list(groups.values())
+    exact = [size * len(m) / count for m in members]
+    shares = [math.floor(e) for e in exact]
+    order = sorted(range(len(members)), key=lambda i: (-(exact[i] - shares[i]),
+                                                       -len(members[i]), i))
+    for i in order[:size - sum(shares)]:
+        shares[i] += 1
+    rng = np.random.default_rng(seed)
+    chosen: List[int] = []
+    for group, share in zip(members, shares):
+        permutation = rng.permutation(len(group))
+        chosen.extend(group[j] for j in permutation[:share])
+    return sorted(chosen)
+
+
+@DATASETS.register_module()
+class HeldOutSplitDataset:
+    """One part of a seeded, stratified split of a dataset into ``size`` held-out samples
+    and the rest (:func:`held_out_indices` over :func:`sample_stratum`).
+
+    With ``part='rest'`` for the evaluated set and ``part='held_out'`` for, e.g., fitting
+    a temperature, the two parts are disjoint and together the whole dataset. The
+    calibration study this package follows holds out 400 images of the evaluation set.
+
+    Args:
+        dataset: the dataset to split, or its config (built in the config's scope).
+        size: the number of held-out samples (1 .. len - 1).
+        seed: seed of the split.
+        part: ``'rest'`` or ``'held_out'``.
+        stratify: stratify by :func:`sample_stratum` (reads each sample's label map
+            once); ``False`` draws from all samples at once.
+
+    Raises:
+        ValueError: a bad size, seed or part.
+        TypeError: ``dataset`` is neither a config dict nor a ``BaseDataset``.
+    """
+
+    def __init__(self, dataset: Union[BaseDataset, dict], size: int, seed: int = 0,
+                 part: str = 'rest', stratify: bool = True) -> None:
+        if part not in SPLIT_PARTS:
+            raise ValueError(f'part must be one of {SPLIT_PARTS}, got {part!r}')
+        self.size, self.seed, self.part = size, _check_seed(seed), part
+        self.stratify = bool(stratify)
+        if isinstance(dataset, dict):
+            self.dataset = MMENGINE_DATASETS.build(dataset)
+        elif isinstance(dataset, BaseDataset):
+            self.dataset = dataset
+        else:
+            raise TypeError('dataset must be a config dict or a BaseDataset, got '
+                            f'{type(dataset).__name__}')
+        self.dataset.full_init()
+        count = len(self.dataset)
+        strata = [sample_stratum(self.dataset.get_data_info(i)) if self.stratify else None
+                  for i in range(count)]
+        #: the held-out indices of the inner dataset, sorted
+        self.held_out = held_out_indices(strata, size, self.seed)
+        kept = set(self.held_out)
+        self._indices = self.held_out if part == 'held_out' else \
+            [i for i in range(count) if i not in kept]
+        self._metainfo = self.dataset.metainfo
+
+    @property
+    def metainfo(self) -> dict:
+        """The meta information of the inner dataset (a copy)."""
+        return copy.deepcopy(self._metainfo)
+
+    @property
+    def pipeline(self):
+        """The inner dataset's pipeline (the samples are the inner dataset's)."""
+        return self.dataset.pipeline
+
+    @property
+    def indices(self) -> List[int]:
+        """The indices of this part in the inner dataset, sorted (a copy)."""
+        return list(self._indices)
+
+    def full_init(self) -> None:
+        """Nothing to do: the split is chosen on construction."""
+
+    def get_data_info(self, idx: int) -> dict:
+        return self.dataset.get_data_info(self._indices[idx])
+
+    def __getitem__(self, idx: int) -> Any:
+        return self.dataset[self._indices[idx]]
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __repr__(self) -> str:
+        return (f'{type(self).__name__}(part={self.part!r}, size={self.size}, '
+                f'seed={self.seed}, len={len(self)}, dataset={type(self.dataset).__name__})')

@@ -75,7 +75,7 @@ FINGERPRINT_PARTS: Dict[str, Tuple[str, ...]] = {
     'data': ('data', ),
     'code': ('code_sha256', 'versions'),
     'options': ('cfg_options', 'seed', 'protocol', 'border', 'calibration',
-                'temperature_scaling'),
+                'temperature_scaling', 'temperature_fit'),
 }
 
 #: Sources under ``reobench_mm/`` (folders or files) that compute a condition's numbers.

@@ -204,6 +204,32 @@ class _ConditionSwitching:
         return cache_loading_steps(self.dataloader.dataset, self.steps, cache_bytes)
 
 
+def temperature_fit_options(temperature_scaling: bool, split: Optional[int], seed: int,
+                            on_test: bool) -> Dict[str, Any]:
+    """The checked temperature-fit options (recorded in the fingerprint)."""
+    if not temperature_scaling and (split is not None or on_test):
+        raise SweepError('temperature_split and temperature_on_test need '
+                         'temperature_scaling=True')
+    if split is not None and (isinstance(split, bool) or not isinstance(split, int)
+                              or split < 1):
+        raise SweepError(f'temperature_split must be a number of images >= 1 (the '
+                         f'calibration study holds out 400), got {split!r}')
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SweepError(f'temperature_split_seed must be an integer >= 0, got {seed!r}')
+    if split is not None and on_test:
+        raise SweepError('temperature_split holds images out of the evaluation; '
+                         'temperature_on_test fits on evaluated ones: give one of them')
+    if not temperature_scaling:
+        return {}
+    return dict(split=split, split_seed=seed if split is not None else None,
+                on_test=bool(on_test))
+
+
+def _image_names(dataset: Any) -> List[str]:
+    """The image paths of a dataset's samples, in order."""
+    return [str(dataset.get_data_info(i).get('img_path')) for i in range(len(dataset))]
+
+
 # ----------------------------------------------------------------------------- test loop
 
 @dataclass
@@ -271,8 +297,18 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         calibration: also evaluate calibration in every condition (``calib/...``); the
             report gains reliability diagrams and ECE against severity.
         temperature_scaling: (segmentation; implies ``calibration``) fit one temperature
-            on clean ``val_dataloader`` pixels (the clean test set without one) and report
-            every condition calibrated with it too (``calib_ts/...``).
+            on clean pixels of images that are not evaluated and report every condition
+            calibrated with it too (``calib_ts/...``). The images: a held-out split of
+            the test set (``temperature_split``), else the ``val_dataloader`` when it
+            shares no image with the test set. Fitting on evaluated images (an optimistic
+            calibration) is refused unless ``temperature_on_test=True``.
+        temperature_split: hold out this many test images (seeded, stratified by each
+            image's most frequent label; ``HeldOutSplitDataset``) for the temperature and
+            evaluate the rest. The calibration study holds out 400.
+        temperature_split_seed: seed of the held-out split.
+        temperature_on_test: allow the temperature to be fitted on evaluated images (the
+            ``val_dataloader`` when it shares images with the test set, or the clean test
+            set without one); the report says so.
         plots: write the report's plots.
         decode_cache_bytes: decode each test image once for all conditions, keeping up to
             this many bytes of decoded samples in memory (0: off).
@@ -289,7 +325,9 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                  seed: int = 0, border: str = 'reflect', out_dir: Optional[str] = None,
                  shard: Union[None, str, Sequence[int]] = None, force: bool = False,
                  calibration: bool = False, temperature_scaling: bool = False,
-                 plots: bool = True, decode_cache_bytes: int = DEFAULT_MAX_BYTES,
+                 temperature_split: Optional[int] = None, temperature_split_seed: int = 0,
+                 temperature_on_test: bool = False, plots: bool = True,
+                 decode_cache_bytes: int = DEFAULT_MAX_BYTES,
                  strict_checkpoint: bool = True) -> None:
         _loop_cfg_problem(runner)
         self.plan = SweepPlan.create(corruptions, severities, protocol, seed, border, shard)
@@ -311,12 +349,27 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                              'list of metric configs), not a built Evaluator')
         else:
             metrics = evaluator
+        self.temperature_fit = temperature_fit_options(
+            self.temperature_scaling, temperature_split, temperature_split_seed,
+            temperature_on_test)
         dataloader, self.placements = self._place(dataloader, cfg.get('default_scope'),
                                                   'robustness test')
+        self._held_out_cfg: Optional[dict] = None
+        if temperature_split is not None:
+            if not isinstance(dataloader, dict):
+                raise SweepError('temperature_split needs the test dataloader as a config')
+            split = dict(type='HeldOutSplitDataset', dataset=dataloader['dataset'],
+                         size=temperature_split, seed=temperature_split_seed)
+            self._held_out_cfg = dict(copy.deepcopy(dataloader), persistent_workers=False,
+                                      dataset=dict(copy.deepcopy(split), part='held_out'))
+            dataloader['dataset'] = dict(split, part='rest')
         self._dataloader_cfg = copy.deepcopy(dataloader) if isinstance(dataloader, dict) \
             else None
         super().__init__(runner, dataloader, metrics, fp16)
         self._find_steps()
+        if self.temperature_scaling and temperature_split is None and \
+                not temperature_on_test:
+            self._check_temperature_images()
         self.force, self.plots = bool(force), bool(plots)
         self.decode_cache_bytes = decode_cache_bytes
         self.strict_checkpoint = bool(strict_checkpoint)
@@ -400,7 +453,10 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
             self._checkpoint_sha256 = file_sha256(checkpoint) if checkpoint and \
                 osp.isfile(checkpoint) else checkpoint
             data = dataset_fingerprint(self.dataloader.dataset)
-            if self.temperature_scaling and self.runner.cfg.get('val_dataloader'):
+            if self._held_out_cfg is not None:
+                data['val'] = dataset_fingerprint(
+                    self._build_dataset(self._held_out_cfg['dataset']))
+            elif self.temperature_scaling and self.runner.cfg.get('val_dataloader'):
                 data['val'] = dataset_fingerprint(
                     self._build_dataset(self.runner.cfg.val_dataloader.dataset))
             plan = self.plan
@@ -410,7 +466,8 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                 **code_fingerprint(),
                 cfg_options=result_options(self._source['cfg_options']), seed=plan.seed,
                 protocol=plan.protocol, border=plan.border, calibration=self.calibration,
-                temperature_scaling=self.temperature_scaling, data=data))
+                temperature_scaling=self.temperature_scaling,
+                temperature_fit=self.temperature_fit, data=data))
         return self._fingerprint
 
     def _build_dataset(self, dataset_cfg: dict):
@@ -480,11 +537,17 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         if record is not None:
             return float(record['temperature'])
         runner, cfg = self.runner, self.runner.cfg
-        if cfg.get('val_dataloader'):
+        if self._held_out_cfg is not None:
+            source = (f'held-out split of the test set ({self.temperature_fit["split"]} '
+                      f'images, seed {self.temperature_fit["split_seed"]}; not evaluated)')
+            loader = runner.build_dataloader(self._held_out_cfg, seed=runner.seed)
+        elif cfg.get('val_dataloader'):
             source = 'val_dataloader'
+            if self.temperature_fit['on_test']:
+                source += ' (may share the evaluated images: temperature_on_test)'
             loader = runner.build_dataloader(cfg.val_dataloader, seed=runner.seed)
         else:  # the corruption steps are clean between conditions
-            source = 'test_dataloader (clean)'
+            source = 'the evaluated test images, clean (temperature_on_test)'
             loader = self.dataloader
         evaluator = Evaluator([dict(type='TemperatureFitMetric', seed=self.plan.seed)])
         evaluator.dataset_meta = getattr(loader.dataset, 'metainfo', None)
@@ -508,10 +571,31 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                 dump_json_atomic(dict(
                     temperature=temperature, source=source,
                     nll_before=float(fit['nll_before']), nll_after=float(fit['nll_after']),
-                    num_pixels=int(fit['num_pixels']), fingerprint=self.fingerprint), path)
+                    num_pixels=int(fit['num_pixels']), num_images=len(loader.dataset),
+                    images=_image_names(loader.dataset), fingerprint=self.fingerprint), path)
             except OSError as error:
                 raise write_error(path, error) from None
         return temperature
+
+    def _check_temperature_images(self) -> None:
+        """Refuse a temperature that would be fitted on evaluated images."""
+        cfg = self.runner.cfg
+        tested = set(_image_names(self.dataloader.dataset))
+        if cfg.get('val_dataloader'):
+            shared = tested & set(_image_names(self._build_dataset(
+                cfg.val_dataloader.dataset)))
+            if not shared:
+                return
+            what = (f'val_dataloader shares {len(shared)} of the {len(tested)} evaluated '
+                    'images with the test set')
+        else:
+            what = 'there is no val_dataloader, so it would be the evaluated test images'
+        raise SweepError(
+            f'the temperature would be fitted on evaluated images ({what}): an optimistic '
+            'calibration. Hold out test images instead (temperature_split=N, '
+            '--temperature-split N: N images, seeded and stratified, not evaluated; the '
+            'calibration study holds out 400), give a val_dataloader of other images, or '
+            'accept it with temperature_on_test=True (--temperature-on-test)')
 
     def _calibration_metrics(self) -> Dict[str, Any]:
         """prefix -> the calibration metric instances of the evaluator."""

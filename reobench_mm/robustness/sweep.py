@@ -55,8 +55,8 @@ from ..corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..utils.config import prepare_test_config
 from .decode_cache import DEFAULT_MAX_BYTES, check_cache_bytes
-from .loops import (TEMPERATURE_FILE, RobustnessTestLoop, SweepOutcome, calibration_metric_cfgs,
-                    classwise_evaluator)
+from .loops import (TEMPERATURE_FILE, RobustnessTestLoop, SweepOutcome, temperature_fit_options,
+                    calibration_metric_cfgs, classwise_evaluator)
 from .plan import SweepPlan, default_sweep_work_dir
 from .store import (CONDITIONS_DIR, FingerprintMismatchError, SweepError, WorkDirLock,
                     WorkDirLockedError, WorkDirSnapshot, check_writable,
@@ -88,8 +88,9 @@ class RobustnessSweep:
         cfg_options: config overrides (as ``--cfg-options``).
         launcher: ``'none'``, ``'pytorch'``, ``'slurm'`` or ``'mpi'`` (MMEngine's; the test
             data is split over processes by the config's sampler, as MMEngine does).
-        force, shard, plots, calibration, temperature_scaling, decode_cache_bytes: the
-            options of :class:`~reobench_mm.robustness.loops.RobustnessTestLoop`.
+        force, shard, plots, calibration, temperature_scaling, temperature_split,
+            temperature_split_seed, temperature_on_test, decode_cache_bytes: the options of
+            :class:`~reobench_mm.robustness.loops.RobustnessTestLoop`.
 
     All input errors (:class:`SweepError`, ``FileNotFoundError``) are raised by the
     constructor, before anything is written, except those about the checkpoint file
@@ -106,7 +107,8 @@ class RobustnessSweep:
                  cfg_options: Optional[dict] = None, launcher: str = 'none',
                  force: bool = False, shard: Union[None, str, Sequence[int]] = None,
                  plots: bool = True, calibration: bool = False,
-                 temperature_scaling: bool = False,
+                 temperature_scaling: bool = False, temperature_split: Optional[int] = None,
+                 temperature_split_seed: int = 0, temperature_on_test: bool = False,
                  decode_cache_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.plan = SweepPlan.create(corruptions, severities, protocol, seed, border, shard)
         try:
@@ -128,6 +130,8 @@ class RobustnessSweep:
         calibration = bool(calibration) or bool(temperature_scaling)
         if calibration:  # refuses temperature scaling for detection
             calibration_metric_cfgs(setup.task, bool(temperature_scaling))
+        temperature_fit_options(bool(temperature_scaling), temperature_split,
+                                temperature_split_seed, temperature_on_test)
         fp16 = (cfg.get('test_cfg') or {}).get('fp16', False)
         cfg.test_cfg = ConfigDict(
             type=_LOOP, fp16=fp16, corruptions=list(self.plan.corruptions),
@@ -135,7 +139,9 @@ class RobustnessSweep:
             border=border, out_dir=self.work_dir,
             shard=None if self.plan.shard is None else '{}/{}'.format(*self.plan.shard),
             force=bool(force), calibration=calibration,
-            temperature_scaling=bool(temperature_scaling), plots=bool(plots),
+            temperature_scaling=bool(temperature_scaling),
+            temperature_split=temperature_split, temperature_split_seed=temperature_split_seed,
+            temperature_on_test=bool(temperature_on_test), plots=bool(plots),
             decode_cache_bytes=decode_cache_bytes)
         cfg.load_from = None  # loaded strictly by build()
         # the loop shows its own progress over conditions, not one bar per condition

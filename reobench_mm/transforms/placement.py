@@ -269,11 +269,15 @@ def built_dataset_pipelines(dataset: Any, path: str = 'dataset'
     """The same for a built dataset: ``(path, transforms list)`` of every pipeline
     (``Compose``) with an image-loading step, wrappers included."""
     transforms = getattr(getattr(dataset, 'pipeline', None), 'transforms', None)
+    inner = getattr(dataset, 'dataset', None)
     if isinstance(transforms, list) and any(is_image_loading_name(transform_name(t))
                                             for t in transforms):
-        yield f'{path}.pipeline', transforms
-    if getattr(dataset, 'dataset', None) is not None:
-        yield from built_dataset_pipelines(dataset.dataset, f'{path}.dataset')
+        # a wrapper that shows its inner dataset's pipeline yields it once, as the inner's
+        if inner is None or getattr(getattr(inner, 'pipeline', None), 'transforms',
+                                    None) is not transforms:
+            yield f'{path}.pipeline', transforms
+    if inner is not None:
+        yield from built_dataset_pipelines(inner, f'{path}.dataset')
     for i, inner in enumerate(getattr(dataset, 'datasets', None) or []):
         yield from built_dataset_pipelines(inner, f'{path}.datasets.{i}')
 
