@@ -323,3 +323,41 @@ def test_empty_and_out_of_frame_boxes(policy, corruption):
     assert out['gt_ignore_flags'].tolist() == [i == 0 for i in kept]
     np.testing.assert_allclose(out['gt_bboxes'].centers.numpy(), centres[kept], atol=1e-3)
     assert torch.isfinite(out['gt_bboxes'].tensor).all()
+
+
+def test_corruption_options_reach_the_engine():
+    """corruption_options: cloud_shadow's bands and scale's canvas, by corruption name,
+    give exactly the engine's results; other corruptions are unaffected; bad options are
+    refused at construction."""
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (64, 64, 4), dtype=np.uint8)
+    options = dict(cloud_shadow=dict(bands=[0, 1, 2]), scale=dict(canvas='black'))
+    sample = dict(img=image.copy(), img_path='/d/tile.tif', sample_idx=0,
+                  ori_shape=(64, 64))
+    out = ApplyCorruption('cloud_shadow', 4, protocol='geofm_calibration',
+                          corruption_options=options)(dict(sample))['img']
+    expected = corrupt(image, 'cloud_shadow', 4, key='tile.tif', protocol='geofm_calibration',
+                       bands=[0, 1, 2])
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(out[..., 3], image[..., 3])  # the band left alone
+    assert not np.array_equal(out[..., :3], image[..., :3])
+
+    label = rng.integers(0, 6, (64, 64), dtype=np.uint8)
+    moved = ApplyCorruption('scale', 5, corruption_options=options)(
+        dict(sample, gt_seg_map=label.copy(), seg_fields=['gt_seg_map']))
+    reference, geometry = corrupt_geometric(image, 'scale', 5, key='tile.tif', canvas='black')
+    np.testing.assert_array_equal(moved['img'], reference)
+    np.testing.assert_array_equal(moved['gt_seg_map'], geometry.warp_label_map(label, 255))
+    default, _ = corrupt_geometric(image, 'scale', 5, key='tile.tif')
+    assert not np.array_equal(reference, default)  # the option made a difference
+
+    haze = ApplyCorruption('haze', 3, corruption_options=options)(dict(sample))['img']
+    np.testing.assert_array_equal(haze, corrupt(image, 'haze', 3, key='tile.tif'))
+
+    for bad, match in ((dict(fog=dict()), "'fog', which is not a corruption"),
+                       (dict(scale=dict(bands=[0])), r"options \['border', 'canvas'\]|canvas"),
+                       (dict(scale=dict(border='constant')), 'canvas'),
+                       (dict(haze=dict(bands=[0])), 'it has none'),
+                       ([('scale', {})], 'must map corruption names')):
+        with pytest.raises(ValueError, match=match):
+            ApplyCorruption('haze', 3, corruption_options=bad)

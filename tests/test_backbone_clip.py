@@ -6,7 +6,6 @@ import torch
 from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
 
 import reobench_mm  # noqa: F401  (registration)
-from reobench_mm.models.backbones.base import resample_position_embedding
 from reobench_mm.models.backbones.clip_vit import CLIPVisionTransformer
 from reobench_mm.registry import MODELS
 
@@ -206,8 +205,8 @@ def test_checkpoint_without_visual_tower(tmp_path):
 
 
 # ------------------------------------------------------------------ input sizes
-@pytest.mark.parametrize('patch_size,train_size,new_size,grid', [(32, 224, 512, 16),
-                                                                  (14, 224, 448, 32)])
+@pytest.mark.parametrize('patch_size,train_size,new_size,grid',
+                         [(32, 224, 512, 16), (14, 224, 448, 32), (32, 448, 224, 7)])
 def test_position_embedding_interpolated_at_load(tmp_path, patch_size, train_size,
                                                  new_size, grid):
     reference = _tiny_open_clip(patch_size=patch_size, image_size=train_size)
@@ -215,10 +214,13 @@ def test_position_embedding_interpolated_at_load(tmp_path, patch_size, train_siz
     path = _save(official, tmp_path / 'ckpt.pt')
     model = _build(path, arch=dict(TINY, patch_size=patch_size), img_size=new_size)
     assert model.grid_size == (grid, grid)
-    expected = resample_position_embedding(official['visual.positional_embedding'][None],
-                                           (grid, grid), 1)
+    # open_clip's own loader resizes the same way (bicubic, antialiased, class row apart)
+    resized = dict(official)
+    open_clip.model.resize_pos_embed(
+        resized, _tiny_open_clip(patch_size=patch_size, image_size=new_size))
+    expected = resized['visual.positional_embedding'][None]
     assert model.vit.pos_embed.shape == (1, grid * grid + 1, 32)
-    assert torch.allclose(model.vit.pos_embed, expected)
+    assert (model.vit.pos_embed - expected).abs().max().item() < 1e-6
     assert torch.equal(model.vit.pos_embed[0, 0], official['visual.positional_embedding'][0])
     with torch.no_grad():
         outs = model(torch.randn(1, 3, new_size, new_size))
@@ -226,8 +228,8 @@ def test_position_embedding_interpolated_at_load(tmp_path, patch_size, train_siz
     assert all(torch.isfinite(o).all() for o in outs)
 
 
-@pytest.mark.parametrize('patch_size,size,grid', [(32, 512, 16), (32, 800, 25),
-                                                   (14, 512, 36), (14, 800, 57)])
+@pytest.mark.parametrize('patch_size,size,grid',
+                         [(32, 512, 16), (32, 800, 25), (14, 512, 36), (14, 800, 57)])
 def test_output_shapes_dense_sizes(patch_size, size, grid):
     torch.manual_seed(0)
     model = _build(None, arch=dict(TINY, patch_size=patch_size))  # pos-embed laid out for 224
@@ -286,6 +288,35 @@ def test_presets_and_options():
     assert model.vit.norm_pre.eps == 1e-5 and model.vit.norm.eps == 1e-5
     assert model.vit.blocks[0].attn.qkv.bias is not None
     assert model.out_indices == (0, 1, 2, 3)
+
+
+def _quick_gelu(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.sigmoid(1.702 * x)
+
+
+def _exact_gelu(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1.0 + torch.erf(x / 2.0**0.5))
+
+
+@pytest.mark.parametrize('arch,act_layer,formula', [
+    ('ViT-B/32', None, _quick_gelu),  # OpenAI-initialised (RemoteCLIP, GeoRSCLIP B/32)
+    ('ViT-L/14', None, _quick_gelu),  # OpenAI-initialised (RemoteCLIP L/14)
+    ('ViT-H/14', None, _exact_gelu),  # LAION-initialised (GeoRSCLIP H/14)
+    ('ViT-B/32', 'gelu', _exact_gelu),  # open_clip's plain 'ViT-B-32' config
+    ('ViT-H/14', 'quick_gelu', _quick_gelu),
+    (TINY, None, _quick_gelu),  # dict archs default to QuickGELU
+])
+def test_each_preset_builds_its_activation(arch, act_layer, formula):
+    """The MLP activation of every block, applied to a test vector, against the formula
+    (the towers are built on the meta device: only the stateless activations run)."""
+    with torch.device('meta'):
+        model = CLIPVisionTransformer(arch=arch, act_layer=act_layer)
+    x = torch.linspace(-6.0, 6.0, 241, dtype=torch.float64)
+    assert (_quick_gelu(x) - _exact_gelu(x)).abs().max() > 1e-2  # the two are distinct
+    expected = formula(x)
+    for block in model.vit.blocks:
+        assert (block.mlp.act(x) - expected).abs().max().item() < 1e-12
+    assert model.act_layer == ('quick_gelu' if formula is _quick_gelu else 'gelu')
 
 
 def test_gradient_step_cpu():

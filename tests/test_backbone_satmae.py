@@ -7,6 +7,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
@@ -221,23 +222,96 @@ def test_satmae_vit_large_equivalence(tmp_path):
     print(f'ViT-L/16 SatMAE vs timm: max abs diff {worst:.3g}')
 
 
-def test_satmae_pos_embed_interpolated_to_img_size(tmp_path):
+def direct_bicubic(pos_embed: torch.Tensor, new_side: int, antialias: bool) -> torch.Tensor:
+    """MAE's ``interpolate_pos_embed`` written out: the class row kept, the square grid
+    resampled with ``F.interpolate(mode='bicubic', align_corners=False)``."""
+    side = int((pos_embed.shape[1] - 1)**0.5)
+    grid = pos_embed[:, 1:].reshape(1, side, side, -1).permute(0, 3, 1, 2)
+    grid = F.interpolate(grid, size=(new_side, new_side), mode='bicubic', align_corners=False,
+                         antialias=antialias)
+    grid = grid.permute(0, 2, 3, 1).reshape(1, new_side * new_side, -1)
+    return torch.cat([pos_embed[:, :1], grid], dim=1)
+
+
+def finetuned_like_checkpoint(tmp_path, seed: int = 3) -> tuple:
+    """A 224-px file whose ``pos_embed`` is no longer the fixed sin-cos (as after the
+    official fine-tuning, where it is learnable): random rows and a non-zero class row,
+    so that interpolation, antialiasing and replacement all show."""
     ref = timm_reference(**TINY)
     sd = encoder_sd(ref)
-    sd.update(mae_decoder_keys(64, 196))
-    path = save(tmp_path, 'official.pth', official_checkpoint(sd))
-    for size in (512, 800):
-        model = build_loaded(SatMAE, path, arch=TINY, img_size=size)
+    gen = torch.Generator().manual_seed(seed)
+    sd['pos_embed'] = torch.randn(1, 1 + 14 * 14, 64, generator=gen)
+    return sd, save(tmp_path, 'official.pth', official_checkpoint(sd))
+
+
+@pytest.mark.parametrize('cls', [SatMAE, SatMAEPlusPlus])
+def test_satmae_pos_embed_official_sincos_at_another_grid(tmp_path, cls):
+    """Default: as the official fine-tuning code, an embedding of another shape is
+    replaced by the 2-D sin-cos of the model's grid (zero class row); one of the same
+    shape is loaded as it is."""
+    sd, path = finetuned_like_checkpoint(tmp_path)
+    for size in (512, 128):  # a larger and a smaller grid than the file's 14×14
         side = size // 16
-        assert model.vit.pos_embed.shape == (1, 1 + side * side, 64)
-        # class row kept apart; the grid part is a smooth resampling of the sin-cos
-        assert torch.equal(model.vit.pos_embed[:, 0], ref.pos_embed[:, 0])
-        grid = model.vit.pos_embed[0, 1:].reshape(side, side, 64)
-        assert torch.allclose(grid[0, 0], ref.pos_embed[0, 1], atol=0.1)
+        model = build_loaded(cls, path, arch=TINY, img_size=size)
+        expected = torch.from_numpy(mae_sincos_pos_embed(64, side)).float()[None]
+        assert model.vit.pos_embed.shape == expected.shape
+        assert (model.vit.pos_embed - expected).abs().max().item() < 1e-6
+        # a model built without a checkpoint starts from the same embedding, also after
+        # init_weights (which runs timm's random initialisation of the trunk)
+        fresh = cls(arch=TINY, img_size=size)
+        assert (fresh.vit.pos_embed - expected).abs().max().item() < 1e-6
+        fresh.init_weights()
+        assert (fresh.vit.pos_embed - expected).abs().max().item() < 1e-6
+    same = build_loaded(cls, path, arch=TINY, img_size=224)
+    assert torch.equal(same.vit.pos_embed, sd['pos_embed'])
+
+
+@pytest.mark.parametrize('mode,antialias', [('bicubic', False), ('bicubic_antialias', True)])
+def test_satmae_pos_embed_bicubic_modes_match_direct_interpolate(tmp_path, mode, antialias):
+    sd, path = finetuned_like_checkpoint(tmp_path)
+    for size in (512, 128):  # 14 → 32 and 14 → 8 tokens
+        side = size // 16
+        model = build_loaded(SatMAE, path, arch=TINY, img_size=size, pos_embed_resize=mode)
+        expected = direct_bicubic(sd['pos_embed'], side, antialias)
+        other = direct_bicubic(sd['pos_embed'], side, not antialias)
+        assert (model.vit.pos_embed - expected).abs().max().item() < 1e-6
+        assert torch.equal(model.vit.pos_embed[:, 0], sd['pos_embed'][:, 0])
+        # the two variants really differ here, so the comparison above can tell them apart
+        assert (expected - other).abs().max().item() > 0.05
+
+
+@pytest.mark.parametrize('mode,antialias', [('sincos', False), ('bicubic', False),
+                                            ('bicubic_antialias', True)])
+def test_satmae_runtime_resampling_matches_direct_interpolate(tmp_path, mode, antialias):
+    """Inputs of another size than ``img_size``: the stored embedding is resampled per
+    forward; checked against timm's ViT given the directly interpolated embedding."""
+    _, path = finetuned_like_checkpoint(tmp_path)
+    model = build_loaded(SatMAE, path, arch=TINY, img_size=224, out_indices=(0, 1, 2, 3),
+                         pos_embed_resize=mode)
+    weights = model.vit.state_dict()
+    for size in (512, 128):
+        ref = timm_reference(**TINY, img_size=size)
+        ref.load_state_dict(dict(
+            weights, pos_embed=direct_bicubic(weights['pos_embed'], size // 16, antialias)))
+        x = torch.randn(1, 3, size, size)
         with torch.no_grad():
-            outs = model(torch.randn(1, 3, size, size))
-        assert [tuple(o.shape) for o in outs] == [(1, 64, side, side)] * 4
-        assert all(torch.isfinite(o).all() for o in outs)
+            theirs = ref.forward_intermediates(x, indices=[0, 1, 2, 3], intermediates_only=True)
+            assert_close_levels(model(x), theirs)
+    if antialias:  # timm's own dynamic-size ViT resamples the same way
+        timm_dynamic = VisionTransformer(
+            img_size=224, patch_size=16, embed_dim=64, depth=4, num_heads=4, num_classes=0,
+            global_pool='', norm_layer=partial(nn.LayerNorm, eps=1e-6),
+            dynamic_img_size=True).eval()
+        timm_dynamic.load_state_dict(weights)
+        x = torch.randn(1, 3, 128, 128)
+        with torch.no_grad():
+            assert_close_levels(model(x), timm_dynamic.forward_intermediates(
+                x, indices=[0, 1, 2, 3], intermediates_only=True))
+
+
+def test_satmae_pos_embed_resize_option_checked():
+    with pytest.raises(ValueError, match=r"pos_embed_resize must be one of \['sincos'"):
+        SatMAE(arch=TINY, pos_embed_resize='bilinear')
 
 
 def test_satmae_converter_drops_decoders_and_maps_fc_norm():
@@ -358,6 +432,42 @@ def test_scale_mae_embedding_follows_gsd_ratio_and_input_size():
         assert tokens.shape == (1, side, side, 64)
         assert torch.allclose(tokens.reshape(-1, 64), torch.from_numpy(expected).float(),
                               atol=1e-5)
+
+
+def test_scale_mae_token_sequence_starts_with_the_class_token():
+    """The sequence entering the first block is [class token, patch tokens + GSD
+    embedding], computed here directly from the weights. timm before 1.0.26 dropped the
+    class token of a ViT without ``pos_embed`` (ScaleMAE's trunk), which this catches."""
+    torch.manual_seed(0)
+    model = ScaleMAE(arch=TINY, img_size=224, input_res=0.5, out_indices=(0, )).eval()
+    with torch.no_grad():
+        model.vit.cls_token.normal_()
+    seen = []
+    hook = model.vit.blocks[0].register_forward_pre_hook(lambda _, args: seen.append(args[0]))
+    x = torch.randn(2, 3, 96, 128)
+    with torch.no_grad():
+        model(x)
+    hook.remove()
+    proj = model.vit.patch_embed.proj
+    with torch.no_grad():
+        patches = F.conv2d(x, proj.weight, proj.bias, stride=16)  # B, C, 6, 8
+    patches = patches.flatten(2).transpose(1, 2)
+    pos = torch.from_numpy(mae_sincos_pos_embed(64, 8, 0.5)[1:]).float().reshape(8, 8, 64)
+    pos = pos[:6].reshape(48, 64)  # rows 0..5 of the 6×8 grid
+    expected = torch.cat([model.vit.cls_token.expand(2, -1, -1), patches + pos], dim=1)
+    assert seen[0].shape == (2, 1 + 48, 64)
+    assert torch.equal(seen[0][:, 0], model.vit.cls_token[:, 0].expand(2, -1))
+    assert (seen[0] - expected).abs().max().item() < 1e-5
+
+
+def test_scale_mae_refuses_a_timm_that_drops_the_class_token(monkeypatch):
+    import reobench_mm.models.backbones.scale_mae as scale_mae
+    assert scale_mae.MIN_TIMM_VERSION == '1.0.26'
+    monkeypatch.setattr(scale_mae.timm, '__version__', '1.0.25')
+    with pytest.raises(RuntimeError, match=r'timm >= 1\.0\.26 \(installed: 1\.0\.25\)'):
+        ScaleMAE(arch=TINY)
+    monkeypatch.setattr(scale_mae.timm, '__version__', '1.0.26')
+    ScaleMAE(arch=TINY)
 
 
 def test_scale_mae_wrong_checkpoint_and_options(tmp_path):

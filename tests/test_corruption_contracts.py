@@ -16,7 +16,7 @@ from reobench_mm.corruptions import (PROTOCOLS, GeometricTransform, check_ignore
                                      list_corruptions, make_rng, resolve_corruptions)
 from reobench_mm.corruptions import base as engine_base
 from reobench_mm.corruptions.appearance import (CLOUD_BRIGHTNESS, CLOUD_CELL_PIXELS,
-                                                CLOUD_EDGE_OPACITY, SHADOW_DARKENING,
+                                                CLOUD_CORE_DEPTH, SHADOW_DARKENING,
                                                 SHADOW_OFFSET_FRACTION, cloud_shadow_layers)
 from reobench_mm.corruptions.base import from_float, row_tiles, to_float
 from reobench_mm.corruptions.noise import fractal_perlin, fractal_perlin_field
@@ -442,16 +442,16 @@ def _reference_cloud_shadow(image, coverage, rng):
     h, w = image.shape[:2]
     thickness = fractal_perlin(h, w, CLOUD_CELL_PIXELS, rng)
     threshold = np.quantile(thickness, 1.0 - coverage)
-    covered = thickness >= threshold
     span = float(thickness.max() - threshold)
     depth = (thickness - threshold) / span if span > 0 else np.ones_like(thickness)
-    core = np.clip(depth / 0.5, 0.0, 1.0)
-    opacity = np.where(covered, CLOUD_EDGE_OPACITY + (1 - CLOUD_EDGE_OPACITY) * core, 0.0)
-    opacity = opacity.astype(np.float32)
+    # soft edge: 0 at the threshold, smoothstep up to 1 at CLOUD_CORE_DEPTH of the range
+    ramp = np.minimum(np.maximum(depth.astype(np.float64) / CLOUD_CORE_DEPTH, 0.0), 1.0)
+    opacity = (ramp * ramp * (3.0 - 2.0 * ramp)).astype(np.float32)
     dy = max(1, int(round(SHADOW_OFFSET_FRACTION * h)))
     dx = max(1, int(round(SHADOW_OFFSET_FRACTION * w)))
-    shadow = np.zeros_like(opacity)
-    shadow[dy:, dx:] = opacity[:h - dy, :w - dx]
+    # moved down-right; the uncovered top rows / left columns repeat the first row / column
+    rows, cols = np.clip(np.arange(h) - dy, 0, None), np.clip(np.arange(w) - dx, 0, None)
+    shadow = opacity[rows][:, cols]
     ground = image * (1.0 - (1.0 - SHADOW_DARKENING) * shadow)[..., None]
     return (ground * (1.0 - opacity[..., None])
             + np.float32(CLOUD_BRIGHTNESS) * opacity[..., None]), opacity, shadow

@@ -8,8 +8,9 @@ import pytest
 
 from reobench_mm.corruptions import (corrupt, corrupt_geometric, get_corruption,
                                      list_corruptions, resolve_corruptions)
-from reobench_mm.corruptions.appearance import (cloud_shadow_layers, data_gap_mask,
-                                                gaussian_noise_uint8, reobench_motion_kernel,
+from reobench_mm.corruptions.appearance import (cloud_opacity, cloud_shadow_layers,
+                                                data_gap_mask, gaussian_noise_uint8,
+                                                reobench_motion_kernel,
                                                 rounded_gaussian_alias_table)
 from reobench_mm.corruptions.base import UINT8_RELATIONS, make_rng
 
@@ -189,15 +190,104 @@ def test_cloud_grows_with_severity_and_is_grey():
     assert 0 < covers[-1] < 0.6
 
 
+def test_cloud_cover_is_far_below_the_density():
+    """The cover the threshold 1 − d gives (mean of the soft mask over 512×512 images):
+    about 1 % at severity 1 and 13 % at severity 5, not d = 10-30 % (docs/corruptions.md
+    gives the measured table)."""
+    black = np.zeros((512, 512, 1), np.float32)
+    covers = {severity: np.mean([corrupt(black, 'cloud', severity, key=f'img_{k}.png').mean()
+                                 / 0.9 for k in range(10)]) for severity in (1, 5)}
+    assert 0.003 < covers[1] < 0.02 and 0.08 < covers[5] < 0.18, covers
+
+
 def test_cloud_shadow_cover_within_two_percent():
     for severity, coverage in enumerate((0.2, 0.4, 0.6, 0.8, 1.0), start=1):
         rng = make_rng(0, 'cloud_shadow', severity, 'k')
         opacity, shadow = cloud_shadow_layers(200, 240, coverage, rng)
         assert np.mean(opacity > 0) == pytest.approx(coverage, abs=0.02)
         assert opacity.max() == pytest.approx(1.0) and shadow.max() <= 1.0
-    dark = corrupt(np.zeros((64, 64, 3), np.uint8), 'cloud_shadow', 3,
+    dark = corrupt(np.zeros((64, 64, 3), np.float32), 'cloud_shadow', 3,
                    protocol='geofm_calibration')
     assert np.mean(dark > 0) == pytest.approx(0.6, abs=0.03)
+
+
+def test_cloud_shadow_edges_are_soft():
+    """Opacity is 0 at the cloud edge and grows continuously: no pixel next to a clear
+    one is more than a little opaque (a jump to a fixed edge opacity such as 0.35 would
+    show here), and the opacity curve starts at 0 with zero slope."""
+    assert cloud_opacity(np.array([-0.3, 0.0, 1e-3, 0.25, 0.5, 0.9])).tolist() == \
+        pytest.approx([0.0, 0.0, 3 * 0.002**2 - 2 * 0.002**3, 0.5, 1.0, 1.0], abs=1e-7)
+    for severity, coverage in enumerate((0.2, 0.4, 0.6, 0.8), start=1):
+        opacity, shadow = cloud_shadow_layers(
+            200, 240, coverage, make_rng(0, 'geofm_calibration/cloud_shadow', severity, 'k'))
+        covered = opacity > 0
+        steps = [np.abs(np.diff(opacity, axis=axis))[np.diff(covered, axis=axis)]
+                 for axis in (0, 1)]
+        edge_steps = np.concatenate(steps)
+        assert edge_steps.size > 50  # the cloud has edges
+        # from clear to cloud in one pixel the opacity rises by a few hundredths at most
+        assert edge_steps.max() < 0.1, (severity, edge_steps.max())
+        assert np.median(opacity[covered]) > 0.3 and np.mean(opacity >= 0.99) > 0.02  # cores
+        # the shadow, a shifted copy of the opacity, is just as soft
+        shadow_steps = np.concatenate([np.abs(np.diff(shadow, axis=axis))[
+            np.diff(shadow > 0, axis=axis)] for axis in (0, 1)])
+        assert shadow_steps.size and shadow_steps.max() < 0.1
+
+
+def _multiband(dtype, shape=(40, 36, 6)):
+    image = _image(shape, np.uint8, seed=4)
+    if dtype == np.uint16:
+        return image.astype(np.uint16) * 257 + 3
+    if dtype == np.float64:
+        return image.astype(np.float64) / 255 + 1e-9  # values a float32 cannot hold
+    return image
+
+
+@pytest.mark.parametrize('dtype', [np.uint8, np.uint16, np.float64])
+def test_cloud_shadow_band_restriction(dtype):
+    """Only the chosen bands are clouded: the others are bit-identical to the input and
+    the chosen ones are exactly those of the all-band result (the cloud field does not
+    depend on the selection); the same inputs give the same bits."""
+    image = _multiband(dtype)
+    settings = dict(protocol='geofm_calibration', key='scene_3.tif', seed=2)
+    full = corrupt(image, 'cloud_shadow', 4, **settings)
+    optical = [0, 2, 3]
+    out = corrupt(image, 'cloud_shadow', 4, bands=optical, **settings)
+    assert out.dtype == image.dtype and out.shape == image.shape
+    others = [1, 4, 5]
+    np.testing.assert_array_equal(out[..., others], image[..., others])
+    np.testing.assert_array_equal(out[..., optical], full[..., optical])
+    assert not np.array_equal(out[..., optical], image[..., optical])
+    np.testing.assert_array_equal(out, corrupt(image, 'cloud_shadow', 4, bands=(3, 0, 2),
+                                               **settings))  # any order, any sequence
+    np.testing.assert_array_equal(
+        corrupt(image, 'cloud_shadow', 4, bands=list(range(6)), **settings), full)
+    other_key = corrupt(image, 'cloud_shadow', 4, bands=optical,
+                        **dict(settings, key='scene_4.tif'))
+    assert not np.array_equal(other_key, out)
+    # a one-band (2-D) image and its only band
+    grey = image[..., 0]
+    np.testing.assert_array_equal(corrupt(grey, 'cloud_shadow', 2, bands=[0], **settings),
+                                  corrupt(grey, 'cloud_shadow', 2, **settings))
+
+
+@pytest.mark.parametrize('bands,match', [
+    ([6], r'band index 6 is out of range; valid: 0\.\.5 for this 6-band image'),
+    ([-1], r'band index -1 is out of range; valid: 0\.\.5'),
+    ([], r'selects no band'),
+    ([1, 1], r'more than once'),
+    (2, r'list of band indices'),
+    ('rgb', r'list of band indices'),
+    ([0.0, 1], r'integers counted from 0'),
+    ([True], r'integers counted from 0'),
+])
+@pytest.mark.parametrize('severity', [0, 3])
+def test_cloud_shadow_bad_bands_are_clear_errors(bands, match, severity):
+    with pytest.raises(ValueError, match=match):
+        corrupt(_image((8, 8, 6)), 'cloud_shadow', severity, protocol='geofm_calibration',
+                bands=bands)
+    with pytest.raises(TypeError, match=r"unknown options \['bands'\]"):
+        corrupt(_image((8, 8, 3)), 'cloud', 1, bands=[0])
 
 
 @pytest.mark.parametrize('severity,level', [(1, 0.2), (1, 0.6), (3, 0.3), (3, 0.6), (5, 0.5)])
@@ -232,17 +322,113 @@ def test_rotate_matches_opencv_and_moves_points_with_the_pixels():
     assert abs(px - 30.5) < 1 and abs(py - 20.5) < 1, (px, py)
 
 
-def test_scale_canvas_points_and_label_map():
+def _bilinear_shrink(image, nh, nw):
+    """Bilinear resize with pixel-centre alignment (source = (i + 0.5)·size/new − 0.5,
+    clamped), in float64 numpy: the resize the scale corruption uses, written out."""
+    h, w = image.shape[:2]
+    ys = np.clip((np.arange(nh) + 0.5) * h / nh - 0.5, 0, h - 1)
+    xs = np.clip((np.arange(nw) + 0.5) * w / nw - 0.5, 0, w - 1)
+    y0, x0 = np.floor(ys).astype(int), np.floor(xs).astype(int)
+    y1, x1 = np.minimum(y0 + 1, h - 1), np.minimum(x0 + 1, w - 1)
+    fy, fx = (ys - y0)[:, None, None], (xs - x0)[None, :, None]
+    data = image.astype(np.float64)
+    top = data[y0][:, x0] * (1 - fx) + data[y0][:, x1] * fx
+    bottom = data[y1][:, x0] * (1 - fx) + data[y1][:, x1] * fx
+    return top * (1 - fy) + bottom * fy
+
+
+def _canvas_reference(content, h, w, canvas):
+    """The frame around ``content`` built directly: rows/columns indexed into it."""
+    nh, nw = content.shape[:2]
+    top, left = (h - nh) // 2, (w - nw) // 2
+    if canvas == 'black':
+        out = np.zeros((h, w) + content.shape[2:], content.dtype)
+        out[top:top + nh, left:left + nw] = content
+        return out
+
+    def source(size, start, count):
+        position = np.arange(size) - start  # in content coordinates
+        if canvas == 'replicate':  # the nearest edge pixel
+            return np.clip(position, 0, count - 1)
+        period = 2 * count  # mirror with the edge pixel repeated: ...cba|abc...|cba...
+        folded = np.mod(position, period)
+        return np.where(folded < count, folded, period - 1 - folded)
+
+    return content[source(h, top, nh)][:, source(w, left, nw)]
+
+
+@pytest.mark.parametrize('canvas', ['replicate', 'reflect', 'black'])
+@pytest.mark.parametrize('shape,severity', [((50, 40, 3), 5), ((33, 61, 5), 2), ((7, 9, 1), 3)])
+def test_scale_canvases_equal_a_direct_construction(canvas, shape, severity):
+    image = _image(shape)
+    ratio = get_corruption('scale').parameter_for(severity)
+    h, w = shape[:2]
+    nh, nw = int(h * ratio), int(w * ratio)
+    out, transform = corrupt_geometric(image, 'scale', severity, canvas=canvas)
+    assert transform.canvas == ((h - nh) // 2, (w - nw) // 2, nh, nw)
+    assert transform.canvas_fill == canvas
+    # float path: the frame exactly as built directly around OpenCV's bilinear resize
+    floats = image.astype(np.float32) / 255
+    resized = cv2.resize(floats, (nw, nh), interpolation=cv2.INTER_LINEAR).reshape(
+        nh, nw, shape[2])
+    expected = _canvas_reference(resized, h, w, canvas)
+    got = corrupt_geometric(floats, 'scale', severity, canvas=canvas)[0]
+    np.testing.assert_array_equal(got, expected)
+    # and the resize itself against a bilinear resize written out: within 1e-5 (float)
+    # and one grey level (uint8 kernel, OpenCV's fixed-point weights)
+    direct = _canvas_reference(_bilinear_shrink(floats, nh, nw), h, w, canvas)
+    assert np.abs(got - direct).max() < 1e-5
+    assert np.abs(out.astype(float) - np.rint(direct * 255)).max() <= 1
+    # corrupt() gives the same image
+    np.testing.assert_array_equal(corrupt(image, 'scale', severity, canvas=canvas), out)
+
+
+def test_scale_default_canvas_is_edge_replication():
     image = _image((50, 40, 3))
-    out, transform = corrupt_geometric(image, 'scale', 5)  # 0.5
+    default, transform = corrupt_geometric(image, 'scale', 4)
+    assert transform.canvas_fill == 'replicate'
+    np.testing.assert_array_equal(default,
+                                  corrupt_geometric(image, 'scale', 4, canvas='replicate')[0])
+
+
+@pytest.mark.parametrize('canvas', ['replicate', 'reflect', 'black'])
+def test_scale_labels_move_alike_under_every_canvas(canvas):
+    """Points and boxes follow the content; label maps get the ignore index around it
+    whatever fills the image's frame (that area holds no labelled objects)."""
+    image = _image((50, 40, 3))
+    out, transform = corrupt_geometric(image, 'scale', 5, canvas=canvas)  # 0.5
     assert transform.canvas == (12, 10, 25, 20)
-    assert np.all(out[:12] == 0) and np.all(out[:, :10] == 0)
+    if canvas == 'black':
+        assert np.all(out[:12] == 0) and np.all(out[:, :10] == 0)
+    else:
+        assert out[:12].any() and out[:, :10].any()
     np.testing.assert_allclose(transform.apply_to_points([[0, 0], [40, 50]]),
                                [[10, 12], [30, 37]])
     labels = np.full((50, 40), 3, np.uint8)
     moved = transform.warp_label_map(labels, ignore_index=255)
     assert np.all(moved[12:37, 10:30] == 3) and np.mean(moved == 255) == pytest.approx(0.75)
     np.testing.assert_array_equal(transform.content_mask(), moved == 3)
+    # a labelled square lands where its pixels land, in the image and the label map
+    square = np.zeros((50, 40), np.uint8)
+    square[20:30, 16:26] = 1
+    picture = np.repeat(square[..., None] * 200, 3, axis=2).astype(np.uint8)
+    moved_picture = corrupt_geometric(picture, 'scale', 5, canvas=canvas)[0][..., 0]
+    moved_labels = transform.warp_label_map(square, ignore_index=255)
+    inside = transform.content_mask()
+    np.testing.assert_array_equal(moved_labels[inside] == 1, moved_picture[inside] >= 100)
+    corners = transform.apply_to_points([[16, 20], [26, 30]])
+    np.testing.assert_allclose(corners, [[18, 22], [23, 27]])
+    assert np.all(moved_labels[22:27, 18:23] == 1)
+
+
+@pytest.mark.parametrize('canvas', ['edge', 'zeros', None, 1])
+@pytest.mark.parametrize('severity', [0, 2])
+def test_scale_bad_canvas_is_a_clear_error(canvas, severity):
+    with pytest.raises(ValueError, match=r"canvas .* must be one of \['replicate', 'reflect', "
+                                         r"'black'\]"):
+        corrupt_geometric(_image((8, 8, 3)), 'scale', severity, canvas=canvas)
+    with pytest.raises(TypeError, match=r"unknown options \['canvas'\]"):
+        corrupt_geometric(_image((8, 8, 3)), 'rotate', 1, canvas='black')
 
 
 @pytest.mark.parametrize('border', ['reflect', 'constant'])

@@ -1,4 +1,6 @@
-"""FractionDataset, apply_data_fraction and the data-budget sweep."""
+"""FractionDataset, apply_data_fraction and the multi-seed data-budget sweep: REOBench's
+ΔTP per run, the seed-noise band against numpy, resuming across seeds, and the
+frozen-encoder demo probe trained through it."""
 import csv
 import importlib.util
 import io
@@ -17,12 +19,19 @@ from mmengine.runner import Runner
 from scipy.stats import kendalltau
 
 import reobench_mm  # noqa: F401  (registration)
-from reobench_mm.analysis.report import load_results_json
+from reobench_mm.analysis.report import (load_results_json, summary_from_results_json,
+                                         write_results_json)
+from reobench_mm.analysis.results import aggregate
 from reobench_mm.datasets.subset import (FractionDataset, apply_data_fraction,
                                          subset_indices)
-from reobench_mm.robustness.data_budget import (DATA_BUDGET_FILES, data_budget_csv_text,
-                                                data_budget_markdown, kendall_tau_by_fraction,
-                                                run_data_budget, write_data_budget_report)
+from reobench_mm.fileio import json_round_trip
+from reobench_mm.robustness.data_budget import (BAND_KEYS, DATA_BUDGET_FILES, budget_row,
+                                                check_seeds, data_budget_csv_text,
+                                                data_budget_markdown,
+                                                data_budget_seeds_csv_text, fraction_dirname,
+                                                kendall_tau_by_fraction, run_data_budget,
+                                                seed_band, seed_dirname, summarize_seeds,
+                                                write_data_budget_report)
 
 from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
 
@@ -157,30 +166,180 @@ def test_through_runner_dataloader(demo_data, tmp_path, config, subdir, scope, f
     assert loaded == kept
 
 
-# ----------------------------------------------------------------------------- τ and report
+# ----------------------------------------------------------------------------- seeds
 
-def _rows(models, fractions, conditions, rng, with_ece=True):
+@pytest.mark.parametrize('seeds, expected', [
+    ((0, 1, 2), [0, 1, 2]), ([5], [5]), (3, [3]), ((2, 0), [2, 0]), ((np.int64(4), ), [4])])
+def test_check_seeds(seeds, expected):
+    assert check_seeds(seeds) == expected
+    assert all(type(s) is int for s in check_seeds(seeds))
+
+
+@pytest.mark.parametrize('seeds, match', [
+    ((), 'no training seed'), ((0, 0, 1), 'more than once'), ((-1, ), 'integers >= 0'),
+    ((True, ), 'integers >= 0'), ((1.0, ), 'integers >= 0'), (('1', ), 'integers >= 0'),
+    ('012', 'list of integers'), (None, 'list of integers')])
+def test_invalid_seeds(seeds, match):
+    with pytest.raises(ValueError, match=match):
+        check_seeds(seeds)
+    with pytest.raises(ValueError, match='seed'):
+        run_data_budget([SEG_DEMO_CONFIG], seeds=seeds, work_dir='/nonexistent/never/written')
+
+
+def test_dirnames():
+    assert fraction_dirname(0.5) == 'fraction_0.5' and fraction_dirname(1) == 'fraction_1'
+    assert seed_dirname(0) == 'seed_0' and seed_dirname(12) == 'seed_12'
+
+
+# ----------------------------------------------------------------------------- ΔTP
+
+#: per-condition numbers with unequal severities per corruption: the mean over the
+#: conditions (50.5) and REOBench's mean of the per-corruption means (137 / 3) differ
+UNEQUAL = {'clean': 80.0, 'cloud@1': 70.0, 'cloud@2': 60.0, 'cloud@3': 50.0, 'cloud@4': 40.0,
+           'cloud@5': 30.0, 'gaussian_noise@3': 20.0, 'haze@1': 70.0, 'haze@5': 64.0}
+UNEQUAL_ECE = {'clean': 0.02, 'cloud@1': 0.05, 'cloud@2': 0.06, 'cloud@3': 0.08,
+               'cloud@4': 0.11, 'cloud@5': 0.15, 'gaussian_noise@3': 0.30, 'haze@1': 0.04,
+               'haze@5': 0.10}
+
+
+def _by_hand(values):
+    """REOBench by hand: per corruption the mean over its severities, Avg the mean over
+    the corruptions, ΔTP = clean − Avg."""
+    groups = {}
+    for key, value in values.items():
+        if key != 'clean':
+            groups.setdefault(key.split('@')[0], []).append(value)
+    per_corruption = {name: sum(v) / len(v) for name, v in groups.items()}
+    avg = sum(per_corruption.values()) / len(per_corruption)
+    return per_corruption, avg, values['clean'] - avg
+
+
+def test_budget_row_delta_tp_is_reobench(tmp_path):
+    per_corruption, avg, delta_tp = _by_hand(UNEQUAL)
+    _, ece_avg, _ = _by_hand(UNEQUAL_ECE)
+    corrupted = [v for k, v in UNEQUAL.items() if k != 'clean']
+    assert sum(corrupted) / len(corrupted) == 50.5  # the two definitions differ here
+    assert (avg, delta_tp) == (pytest.approx(137 / 3), pytest.approx(80 - 137 / 3))
+    results = {k: dict(value=v, extra={'calib/ECE': UNEQUAL_ECE[k], 'aAcc': 90.0})
+               for k, v in UNEQUAL.items()}
+    # the way run_data_budget reads a run: its results.json, aggregated again
+    path = write_results_json(str(tmp_path / 'results.json'),
+                              aggregate(results, task='segmentation'))
+    for summary in (aggregate(results, task='segmentation'), summary_from_results_json(path)):
+        row = budget_row('m', 0.25, 3, summary, 10, 40)
+        assert (row['model'], row['fraction'], row['seed']) == ('m', 0.25, 3)
+        assert (row['num_train_images'], row['full_train_images']) == (10, 40)
+        assert row['metric'] == 'mIoU' and row['clean'] == 80.0
+        assert row['conditions'] == {k: v for k, v in UNEQUAL.items() if k != 'clean'}
+        assert row['per_corruption'] == pytest.approx(per_corruption)
+        assert row['corrupted_avg'] == pytest.approx(avg)
+        assert row['delta_tp'] == pytest.approx(delta_tp)
+        assert row['ece_clean'] == 0.02
+        assert row['ece_conditions'] == {k: v for k, v in UNEQUAL_ECE.items() if k != 'clean'}
+        assert row['ece_corrupted_avg'] == pytest.approx(ece_avg)
+    # without ECE in every condition: none reported
+    del results['haze@5']['extra']['calib/ECE']
+    row = budget_row('m', 0.25, 3, aggregate(results), 10, 40)
+    assert row['ece_clean'] is None and row['ece_corrupted_avg'] is None
+    assert row['ece_conditions'] == {}
+
+
+# ----------------------------------------------------------------------------- seed band
+
+def _seed_rows(models, fractions, seeds, conditions, rng, with_ece=True):
+    """Rows as budget_row makes them (one severity per corruption: Avg is the mean of the
+    conditions), random numbers."""
     rows = []
     for model in models:
         for fraction in fractions:
-            values = {c: float(rng.uniform(10, 60)) for c in conditions}
-            clean = float(rng.uniform(60, 80))
-            ece = {c: float(rng.uniform(0.01, 0.2)) for c in conditions}
-            rows.append(dict(
-                model=model, fraction=fraction, num_train_images=int(fraction * 100),
-                full_train_images=100, metric='mIoU', clean=clean, conditions=values,
-                corrupted_avg=float(np.mean(list(values.values()))),
-                delta_tp=clean - float(np.mean(list(values.values()))),
-                ece_clean=float(rng.uniform(0.01, 0.1)) if with_ece else None,
-                ece_conditions=ece if with_ece else {},
-                ece_corrupted_avg=float(np.mean(list(ece.values()))) if with_ece else None))
+            for seed in seeds:
+                values = {c: float(rng.uniform(10, 60)) for c in conditions}
+                clean = float(rng.uniform(60, 80))
+                ece = {c: float(rng.uniform(0.01, 0.2)) for c in conditions}
+                avg = float(np.mean(list(values.values())))
+                rows.append(dict(
+                    model=model, fraction=fraction, seed=seed,
+                    num_train_images=max(1, round(fraction * 100)), full_train_images=100,
+                    metric='mIoU', clean=clean, conditions=values,
+                    per_corruption={c.split('@')[0]: v for c, v in values.items()},
+                    corrupted_avg=avg, delta_tp=clean - avg,
+                    ece_clean=float(rng.uniform(0.01, 0.1)) if with_ece else None,
+                    ece_conditions=ece if with_ece else {},
+                    ece_corrupted_avg=float(np.mean(list(ece.values()))) if with_ece else None))
     return rows
 
+
+def _check_band(band, values):
+    values = np.asarray(values, dtype=np.float64)
+    n = values.size
+    assert band['n'] == n
+    assert band['mean'] == pytest.approx(values.sum() / n, rel=1e-12)
+    if n > 1:
+        sample_std = math.sqrt(((values - values.sum() / n)**2).sum() / (n - 1))
+        assert band['std'] == pytest.approx(sample_std, rel=1e-12)
+    else:
+        assert band['std'] is None
+    assert (band['min'], band['max']) == (min(values), max(values))
+
+
+def test_seed_band_against_numpy():
+    _check_band(seed_band([61.2, 58.9, 63.4]), [61.2, 58.9, 63.4])
+    _check_band(seed_band([3.0]), [3.0])
+    assert seed_band([1.0, 2.0]) == dict(n=2, mean=1.5, std=math.sqrt(0.5), min=1.0, max=2.0)
+    assert seed_band([]) is None and seed_band([1.0, None]) is None
+
+
+@pytest.mark.parametrize('seeds', [(0, 1, 2), (4, ), (0, 1, 2, 3, 4)])
+def test_summarize_seeds_against_numpy(seeds):
+    rng = np.random.default_rng(len(seeds))
+    conditions = ['cloud@3', 'haze@3', 'gaussian_noise@3']
+    seed_rows = _seed_rows(['A', 'B'], [0.1, 1.0], seeds, conditions, rng)
+    summary = summarize_seeds(seed_rows)
+    assert [(r['model'], r['fraction']) for r in summary] == \
+        [('A', 0.1), ('A', 1.0), ('B', 0.1), ('B', 1.0)]
+    for row in summary:
+        mine = [r for r in seed_rows if (r['model'], r['fraction']) == (row['model'],
+                                                                        row['fraction'])]
+        assert row['seeds'] == list(seeds)
+        assert row['num_train_images'] == mine[0]['num_train_images']
+        for key in BAND_KEYS:
+            values = [r[key] for r in mine]
+            _check_band(row['band'][key], values)
+            assert row[key] == pytest.approx(np.mean(values), rel=1e-12)
+        for condition in conditions:
+            values = [r['conditions'][condition] for r in mine]
+            _check_band(row['condition_band'][condition], values)
+            assert row['conditions'][condition] == pytest.approx(np.mean(values), rel=1e-12)
+            assert row['ece_conditions'][condition] == pytest.approx(
+                np.mean([r['ece_conditions'][condition] for r in mine]), rel=1e-12)
+        # the mean ΔTP is the mean clean minus the mean Avg
+        assert row['delta_tp'] == pytest.approx(row['clean'] - row['corrupted_avg'])
+
+
+def test_summarize_seeds_refuses_mismatched_seeds():
+    rng = np.random.default_rng(0)
+    rows = _seed_rows(['A'], [0.5], [0, 1], ['cloud@3', 'haze@3'], rng)
+    with pytest.raises(ValueError, match='appears twice'):
+        summarize_seeds(rows + [dict(rows[0])])
+    other = dict(rows[1], conditions={'cloud@3': 1.0})
+    with pytest.raises(ValueError, match='conditions'):
+        summarize_seeds([rows[0], other])
+    with pytest.raises(ValueError, match='num_train_images differs'):
+        summarize_seeds([rows[0], dict(rows[1], num_train_images=7)])
+    with pytest.raises(ValueError, match='no rows'):
+        summarize_seeds([])
+    # a missing ECE in one seed: no ECE mean and no band
+    row = summarize_seeds([rows[0], dict(rows[1], ece_clean=None)])[0]
+    assert row['ece_clean'] is None and row['band']['ece_clean'] is None
+    assert row['band']['ece_corrupted_avg'] is not None
+
+
+# ----------------------------------------------------------------------------- τ and report
 
 def test_kendall_tau_between_models():
     rng = np.random.default_rng(0)
     models, fractions = ['A', 'B', 'C', 'D'], [0.1, 0.5, 0.25, 1.0]
-    rows = _rows(models, fractions, ['cloud@3', 'haze@3'], rng)
+    rows = summarize_seeds(_seed_rows(models, fractions, [0, 1, 2], ['cloud@3', 'haze@3'], rng))
     tau = kendall_tau_by_fraction(rows)
     assert tau['mode'] == 'models' and tau['reference_fraction'] == 1.0
     assert [e['fraction'] for e in tau['by_fraction']] == sorted(fractions)
@@ -198,7 +357,8 @@ def test_kendall_tau_between_models():
 def test_kendall_tau_between_conditions_of_one_model():
     rng = np.random.default_rng(1)
     conditions = ['cloud@3', 'haze@3', 'gaussian_noise@3', 'motion_blur@3']
-    rows = _rows(['A'], [0.01, 0.1, 0.75], conditions, rng, with_ece=False)
+    rows = summarize_seeds(_seed_rows(['A'], [0.01, 0.1, 0.75], [0, 1], conditions, rng,
+                                      with_ece=False))
     tau = kendall_tau_by_fraction(rows)
     assert tau['mode'] == 'conditions' and tau['items'] == conditions
     reference = [rows[-1]['conditions'][c] for c in conditions]
@@ -206,30 +366,61 @@ def test_kendall_tau_between_conditions_of_one_model():
         expected = kendalltau([row['conditions'][c] for c in conditions], reference)
         assert entry['conditions']['tau'] == pytest.approx(expected.statistic)
     # a constant ranking has no τ
-    for row in rows[:1]:
-        row['conditions'] = {c: 5.0 for c in conditions}
+    rows[0]['conditions'] = {c: 5.0 for c in conditions}
     assert kendall_tau_by_fraction(rows)['by_fraction'][0]['conditions']['tau'] is None
+
+
+def _doc(seed_rows, conditions):
+    rows = summarize_seeds(seed_rows)
+    return dict(metric='mIoU', protocol='reobench', corruption_seed=0,
+                seeds=sorted({r['seed'] for r in seed_rows}),
+                models=list(dict.fromkeys(r['model'] for r in rows)), conditions=conditions,
+                rows=rows, seed_rows=seed_rows, kendall_tau=kendall_tau_by_fraction(rows))
 
 
 def test_report_files_from_rows(tmp_path):
     rng = np.random.default_rng(2)
     conditions = ['cloud@3', 'haze@3']
-    rows = _rows(['A', 'B'], [0.1, 1.0], conditions, rng)
-    doc = dict(metric='mIoU', seed=0, models=['A', 'B'], conditions=conditions, rows=rows,
-               kendall_tau=kendall_tau_by_fraction(rows))
+    seed_rows = _seed_rows(['A', 'B'], [0.1, 1.0], [0, 1, 2], conditions, rng)
+    doc = _doc(seed_rows, conditions)
     files = write_data_budget_report(str(tmp_path), doc)
     assert sorted(files) == sorted(DATA_BUDGET_FILES)
     assert all(osp.getsize(p) > 0 for p in files.values())
     with open(files['data_budget.png'], 'rb') as handle:
         assert handle.read(8) == b'\x89PNG\r\n\x1a\n'
+    with open(files['data_budget.json'], encoding='utf-8') as handle:
+        assert json.load(handle)['rows'] == json_round_trip(doc['rows'])
+    # summary: seed means and bands
     parsed = list(csv.DictReader(io.StringIO(data_budget_csv_text(doc))))
     assert len(parsed) == 4
-    for line, row in zip(parsed, rows):
+    for line, row in zip(parsed, doc['rows']):
+        assert line['seeds'] == '0 1 2'
         assert float(line['clean']) == row['clean']
         assert float(line['cloud@3']) == row['conditions']['cloud@3']
+        for key in BAND_KEYS:
+            assert float(line[key]) == row['band'][key]['mean']
+            assert [float(line[f'{key}_{s}']) for s in ('std', 'min', 'max')] == \
+                [row['band'][key][s] for s in ('std', 'min', 'max')]
+    # every seed
+    parsed = list(csv.DictReader(io.StringIO(data_budget_seeds_csv_text(doc))))
+    assert len(parsed) == 12
+    for line, row in zip(parsed, seed_rows):
+        assert (line['model'], int(line['seed'])) == (row['model'], row['seed'])
+        assert float(line['clean']) == row['clean']
+        assert float(line['delta_tp']) == row['delta_tp']
         assert float(line['ece_haze@3']) == row['ece_conditions']['haze@3']
     markdown = data_budget_markdown(doc)
-    assert 'τ ECE clean' in markdown and markdown.count('\n| A |') == 2
+    assert 'τ ECE clean' in markdown and markdown.count('\n| A |') == 2 + 6
+    band = doc['rows'][0]['band']['delta_tp']
+    assert f'| {band["mean"]:.2f} ± {band["std"]:.2f} | {band["min"]:.2f} – {band["max"]:.2f} |' \
+        in markdown
+    # one seed: means alone, no ±
+    one = _doc(_seed_rows(['A'], [0.5, 1.0], [7], conditions, rng, with_ece=False), conditions)
+    markdown = data_budget_markdown(one)
+    assert ' ± ' not in markdown.split('\n## Every seed')[0].split('REOBench).')[1]
+    assert 'ECE' not in markdown
+    assert 'data_budget_seeds.csv' in write_data_budget_report(str(tmp_path / 'one'), one,
+                                                               plots=False)
 
 
 def test_bad_inputs(tmp_path):
@@ -242,8 +433,14 @@ def test_bad_inputs(tmp_path):
         run_data_budget([SEG_DEMO_CONFIG, DET_DEMO_CONFIG], work_dir=work_dir)
     with pytest.raises(ValueError, match='unknown corruption'):
         run_data_budget([SEG_DEMO_CONFIG], corruptions=('nope', ), work_dir=work_dir)
+    with pytest.raises(ValueError, match='unknown corruption'):  # not of this protocol
+        run_data_budget([SEG_DEMO_CONFIG], corruptions=('cloud_shadow', ), work_dir=work_dir)
+    with pytest.raises(ValueError, match='unknown protocol'):
+        run_data_budget([SEG_DEMO_CONFIG], protocol='imagenet_c', work_dir=work_dir)
     with pytest.raises(ValueError, match='iters'):
         run_data_budget([SEG_DEMO_CONFIG], iters=0, work_dir=work_dir)
+    with pytest.raises(ValueError, match='corruption_seed'):
+        run_data_budget([SEG_DEMO_CONFIG], corruption_seed=-1, work_dir=work_dir)
     assert not osp.exists(work_dir)
 
 
@@ -251,11 +448,16 @@ def test_bad_inputs(tmp_path):
 
 ITERS = 6
 FRACTIONS = (0.34, 1.0)
+SEEDS = (0, 1)
 CORRUPTIONS = ('cloud', 'gaussian_noise')
+PROBE_CONFIG = osp.join(PROJECT_ROOT, 'configs', 'demo',
+                        'linear-probe_r18-tiny_frozen_1xb4-600i_demo-potsdam-128x128.py')
+MODEL = osp.splitext(osp.basename(PROBE_CONFIG))[0]
 
 
-def _options(data_root):
-    options = {'train_dataloader.batch_size': 2, 'log_level': 'WARNING'}
+def _options(data_root, encoder_checkpoint):
+    options = {'train_dataloader.batch_size': 2, 'log_level': 'WARNING',
+               'model.backbone.init_cfg.checkpoint': encoder_checkpoint}
     for split in ('train', 'val', 'test'):
         options[f'{split}_dataloader.dataset.data_root'] = data_root
         options[f'{split}_dataloader.num_workers'] = 0
@@ -263,46 +465,84 @@ def _options(data_root):
     return options
 
 
+def _run_dir(work_dir, fraction, seed):
+    return osp.join(work_dir, MODEL, f'fraction_{fraction:g}', f'seed_{seed}')
+
+
 @pytest.fixture(scope='module')
 def budget_run(demo_data, tmp_path_factory):
+    """The frozen-encoder demo probe (encoder: a demo UperNet's backbone, random weights)
+    over 2 fractions × 2 seeds."""
+    import torch
+    from mmengine.registry import MODELS
     work_dir = str(tmp_path_factory.mktemp('data_budget'))
-    options = _options(osp.join(demo_data, 'potsdam'))
-    result = run_data_budget([SEG_DEMO_CONFIG], fractions=FRACTIONS, corruptions=CORRUPTIONS,
-                             severities=(3, ), work_dir=work_dir, cfg_options=options,
-                             iters=ITERS)
-    return result, work_dir, options
+    init_default_scope('mmseg')
+    torch.manual_seed(3)
+    upernet = MODELS.build(Config.fromfile(SEG_DEMO_CONFIG).model)
+    encoder_checkpoint = osp.join(work_dir, 'encoder.pth')
+    torch.save(dict(state_dict=upernet.state_dict()), encoder_checkpoint)
+    encoder = {k: v for k, v in upernet.state_dict().items() if k.startswith('backbone.')}
+    options = _options(osp.join(demo_data, 'potsdam'), encoder_checkpoint)
+    result = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS,
+                             corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
+                             cfg_options=options, iters=ITERS)
+    return result, work_dir, options, encoder
 
 
 @pytest.mark.slow
 def test_end_to_end(budget_run):
-    result, work_dir, _ = budget_run
-    model = osp.splitext(osp.basename(SEG_DEMO_CONFIG))[0]
+    import torch
+    result, work_dir, _, encoder = budget_run
     assert sorted(result['files']) == sorted(DATA_BUDGET_FILES)
     assert all(osp.isfile(osp.join(work_dir, name)) for name in DATA_BUDGET_FILES)
-    assert set(result['status'].values()) == {'trained'}
+    assert result['status'] == {f'{MODEL}@{f:g}/seed{s}': 'trained'
+                                for f in FRACTIONS for s in SEEDS}
     with open(osp.join(work_dir, 'data_budget.json'), encoding='utf-8') as handle:
         doc = json.load(handle)
     assert doc['conditions'] == ['cloud@3', 'gaussian_noise@3']
-    assert [r['fraction'] for r in doc['rows']] == list(FRACTIONS)
-    assert [r['num_train_images'] for r in doc['rows']] == [2, 6]
-    assert all(r['full_train_images'] == 6 for r in doc['rows'])
-    for row, fraction in zip(doc['rows'], FRACTIONS):
-        run_dir = osp.join(work_dir, model, f'fraction_{fraction:g}')
-        assert osp.isfile(osp.join(run_dir, f'iter_{ITERS}.pth'))
+    assert doc['seeds'] == list(SEEDS)
+    assert (doc['protocol'], doc['corruption_seed']) == ('reobench', 0)
+    assert [(r['fraction'], r['seed']) for r in doc['seed_rows']] == \
+        [(f, s) for f in FRACTIONS for s in SEEDS]
+    heads = {}
+    for row in doc['seed_rows']:
+        run_dir = _run_dir(work_dir, row['fraction'], row['seed'])
+        checkpoint = osp.join(run_dir, f'iter_{ITERS}.pth')
+        # the frozen encoder came out of training exactly as it went in
+        state = torch.load(checkpoint, map_location='cpu', weights_only=False)['state_dict']
+        assert {k for k in state if k.startswith('backbone.')} == set(encoder)
+        assert all(torch.equal(state[k], encoder[k]) for k in encoder)
+        heads[(row['fraction'], row['seed'])] = state['decode_head.conv_seg.weight']
+        with open(osp.join(run_dir, 'data_budget_run.json'), encoding='utf-8') as handle:
+            record = json.load(handle)
+        assert (record['seed'], record['train_settings']['seed']) == (row['seed'], row['seed'])
+        assert row['num_train_images'] == (2 if row['fraction'] < 1 else 6)
+        # the row is the run's results.json, by hand
         results = load_results_json(osp.join(run_dir, 'robustness', 'results.json'))
         values = {e['condition']: e['value'] for e in results['numbers']['conditions']}
         assert row['clean'] == values['clean']
         assert row['conditions'] == {k: v for k, v in values.items() if k != 'clean'}
-        corrupted = [values['cloud@3'], values['gaussian_noise@3']]
-        assert row['corrupted_avg'] == pytest.approx(sum(corrupted) / 2)
-        assert row['delta_tp'] == pytest.approx(values['clean'] - sum(corrupted) / 2)
+        _, avg, delta_tp = _by_hand(values)
+        assert row['corrupted_avg'] == pytest.approx(avg)
+        assert row['delta_tp'] == pytest.approx(delta_tp)
         ece = {e['condition']: e['extra']['calib/ECE']
                for e in results['numbers']['conditions']}
-        assert 0 <= ece['clean'] <= 1
-        assert row['ece_clean'] == ece['clean']
-        assert row['ece_corrupted_avg'] == pytest.approx(
-            (ece['cloud@3'] + ece['gaussian_noise@3']) / 2)
-    # one model: τ between the rankings of the conditions, from the table's numbers
+        assert 0 <= ece['clean'] <= 1 and row['ece_clean'] == ece['clean']
+        assert row['ece_corrupted_avg'] == pytest.approx(_by_hand(ece)[1])
+    # another seed, another training
+    for fraction in FRACTIONS:
+        assert not torch.equal(heads[(fraction, 0)], heads[(fraction, 1)])
+    # the summary: seed means and bands of the per-seed numbers
+    assert [(r['fraction'], r['seeds']) for r in doc['rows']] == \
+        [(f, list(SEEDS)) for f in FRACTIONS]
+    for row in doc['rows']:
+        mine = [r for r in doc['seed_rows'] if r['fraction'] == row['fraction']]
+        for key in BAND_KEYS:
+            _check_band(row['band'][key], [r[key] for r in mine])
+        for condition in doc['conditions']:
+            _check_band(row['condition_band'][condition],
+                        [r['conditions'][condition] for r in mine])
+    # one model: τ between the rankings of the conditions (seed means)
     tau = doc['kendall_tau']
     assert tau['mode'] == 'conditions' and tau['reference_fraction'] == 1.0
     reference = [doc['rows'][-1]['conditions'][c] for c in doc['conditions']]
@@ -313,48 +553,61 @@ def test_end_to_end(budget_run):
             assert entry['conditions']['tau'] is None
         else:
             assert entry['conditions']['tau'] == pytest.approx(expected)
-    with open(osp.join(work_dir, 'data_budget.csv'), encoding='utf-8') as handle:
+    with open(osp.join(work_dir, 'data_budget_seeds.csv'), encoding='utf-8') as handle:
         lines = list(csv.DictReader(handle))
-    assert [float(line['clean']) for line in lines] == [r['clean'] for r in doc['rows']]
+    assert [float(line['clean']) for line in lines] == [r['clean'] for r in doc['seed_rows']]
 
 
 @pytest.mark.slow
-def test_rerun_skips_finished_fractions(budget_run, capsys):
-    result, work_dir, options = budget_run
-    model = osp.splitext(osp.basename(SEG_DEMO_CONFIG))[0]
-    checkpoints = [osp.join(work_dir, model, f'fraction_{f:g}', f'iter_{ITERS}.pth')
-                   for f in FRACTIONS]
+def test_resume_across_seeds(budget_run, capsys):
+    result, work_dir, options, _ = budget_run
+    runs = [(f, s) for f in FRACTIONS for s in SEEDS]
+    checkpoints = [osp.join(_run_dir(work_dir, f, s), f'iter_{ITERS}.pth') for f, s in runs]
     mtimes = [os.stat(p).st_mtime_ns for p in checkpoints]
-    # the command-line tool, with the same settings
+    # a third seed: only its runs train
+    more = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS + (2, ),
+                           corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
+                           cfg_options=options, iters=ITERS)
+    assert more['status'] == {f'{MODEL}@{f:g}/seed{s}': 'trained' if s == 2 else 'skipped'
+                              for f in FRACTIONS for s in SEEDS + (2, )}
+    assert [os.stat(p).st_mtime_ns for p in checkpoints] == mtimes
+    assert [r for r in more['seed_rows'] if r['seed'] != 2] == result['seed_rows']
+    assert [r['seeds'] for r in more['rows']] == [[0, 1, 2]] * len(FRACTIONS)
+    for row in more['rows']:
+        mine = [r for r in more['seed_rows'] if r['fraction'] == row['fraction']]
+        _check_band(row['band']['delta_tp'], [r['delta_tp'] for r in mine])
+    # the command-line tool, with the same settings: nothing to do
     spec = importlib.util.spec_from_file_location(
         'data_budget_tool', osp.join(PROJECT_ROOT, 'tools', 'analysis_tools', 'data_budget.py'))
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    argv = [SEG_DEMO_CONFIG, '--fractions', *map(str, FRACTIONS), '--corruptions',
-            *CORRUPTIONS, '--severities', '3', '--iters', str(ITERS), '--work-dir', work_dir,
-            '--cfg-options'] + [f'{k}={v}' for k, v in options.items()]
+    argv = [PROBE_CONFIG, '--fractions', *map(str, FRACTIONS), '--seeds', '0', '1', '2',
+            '--corruptions', *CORRUPTIONS, '--severities', '3', '--iters', str(ITERS),
+            '--work-dir', work_dir, '--cfg-options'] + [f'{k}={v}' for k, v in options.items()]
     assert tool.main(argv) == 0
-    assert '| Model | Fraction | Train images | Clean mIoU |' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert '| Model | Fraction | Train images | Seeds | Clean mIoU |' in out
+    assert '| Model | Fraction | Seed | Clean mIoU |' in out
     assert [os.stat(p).st_mtime_ns for p in checkpoints] == mtimes
-    again = run_data_budget([SEG_DEMO_CONFIG], fractions=FRACTIONS, corruptions=CORRUPTIONS,
-                            severities=(3, ), work_dir=work_dir, cfg_options=options,
-                            iters=ITERS)
+    again = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=(2, 0, 1),
+                            corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
+                            cfg_options=options, iters=ITERS)
     assert set(again['status'].values()) == {'skipped'}
-    assert again['rows'] == result['rows']
-    assert [os.stat(p).st_mtime_ns for p in checkpoints] == mtimes
-    # other settings in the same folders: refused while resuming
+    assert sorted(again['seed_rows'], key=lambda r: (r['fraction'], r['seed'])) == \
+        sorted(more['seed_rows'], key=lambda r: (r['fraction'], r['seed']))
+    # other training settings in the same folders: refused while resuming
     with pytest.raises(ValueError, match='other settings'):
-        run_data_budget([SEG_DEMO_CONFIG], fractions=FRACTIONS, corruptions=CORRUPTIONS,
-                        severities=(3, ), work_dir=work_dir, cfg_options=options,
-                        iters=ITERS + 1)
+        run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS,
+                        corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
+                        cfg_options=options, iters=ITERS + 1)
     # other evaluation settings: evaluated again, not trained again
-    plain = run_data_budget([SEG_DEMO_CONFIG], fractions=FRACTIONS, corruptions=CORRUPTIONS,
-                            severities=(3, ), work_dir=work_dir, cfg_options=options,
-                            iters=ITERS, calibration=False)
+    plain = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS,
+                            corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
+                            cfg_options=options, iters=ITERS, calibration=False)
     assert set(plain['status'].values()) == {'evaluated'}
     assert [os.stat(p).st_mtime_ns for p in checkpoints] == mtimes
-    assert [r['clean'] for r in plain['rows']] == pytest.approx(
-        [r['clean'] for r in result['rows']])
+    assert [r['clean'] for r in plain['seed_rows']] == pytest.approx(
+        [r['clean'] for r in result['seed_rows']])
     assert all(r['ece_clean'] is None and r['ece_corrupted_avg'] is None
                for r in plain['rows'])
     assert 'ECE' not in data_budget_markdown(plain)

@@ -83,11 +83,17 @@ def _reference_flags(sample, iou_thr, score_thr):
     return np.array(out_scores), np.array(out_labels, dtype=int), np.array(out_flags, int)
 
 
-def _reference_ece(scores, tps, num_bins=15):
+def _reference_bins(scores, num_bins=15):
+    """Right-closed bins (edges[b], edges[b + 1]], 0 in the first: the pixel ECE's."""
     edges = np.linspace(0.0, 1.0, num_bins + 1)
-    counts, _ = np.histogram(scores, bins=edges)
-    score_sums, _ = np.histogram(scores, bins=edges, weights=scores)
-    tp_sums, _ = np.histogram(scores, bins=edges, weights=tps.astype(float))
+    return np.clip(np.searchsorted(edges, scores, side='left') - 1, 0, num_bins - 1)
+
+
+def _reference_ece(scores, tps, num_bins=15):
+    bins = _reference_bins(scores, num_bins)
+    counts = np.bincount(bins, minlength=num_bins)
+    score_sums = np.bincount(bins, weights=scores, minlength=num_bins)
+    tp_sums = np.bincount(bins, weights=tps.astype(float), minlength=num_bins)
     error = 0.0
     for n, s, t in zip(counts, score_sums, tp_sums):
         if n:
@@ -226,6 +232,37 @@ def test_known_values_by_hand():
     assert reliability['mean_confidence'][13] == pytest.approx(0.9)
     assert reliability['accuracy'][13] == 1.0
     assert reliability['count'][11] == 0 and reliability['accuracy'][11] is None
+
+
+def test_score_bins_follow_the_pixel_ece_convention():
+    """A score on a bin edge goes to the bin below it, 0 to the first bin, 1 to the last:
+    the same bins as the pixel ECE (checked against PixelCalibrationStats itself)."""
+    from reobench_mm.evaluation.functional import PixelCalibrationStats
+    from reobench_mm.evaluation.functional.detection_calibration import score_bin_indices
+    scores = np.array([0.0, 0.1, 0.25, 0.2500001, 0.5, 0.75, 0.99, 1.0])
+    assert score_bin_indices(scores, 4).tolist() == [0, 0, 0, 1, 1, 2, 3, 3]
+    edges15 = np.linspace(0, 1, 16)
+    assert score_bin_indices(edges15, 15).tolist() == [0] + list(range(15))
+    for num_bins, values in ((4, scores), (15, np.concatenate([edges15, [1 / 3, 0.6]]))):
+        for value in values:
+            stats = PixelCalibrationStats(num_classes=2, num_bins=num_bins)
+            stats.update(np.array([[[value]], [[1.0 - value]]]), np.array([[0]]))
+            pixel_bin = int(np.argmax(stats.class_count[0]))
+            assert score_bin_indices([value], num_bins).tolist() == [pixel_bin], value
+
+
+def test_detection_on_a_bin_edge_is_counted_in_the_lower_bin():
+    box = [100.0, 100.0, 40.0, 20.0, 0.4]
+    sample = dict(
+        gt_instances=dict(bboxes=torch.tensor([box]), labels=torch.tensor([0])),
+        ignored_instances={},
+        pred_instances=dict(bboxes=torch.tensor([box, [200.0, 200, 10, 10, 0]]),
+                            scores=torch.tensor([0.75, 0.5]), labels=torch.tensor([0, 0])))
+    got, details = _evaluate([sample], num_bins=4)
+    # 0.75 (TP) in (0.5, 0.75], 0.5 (FP) in (0.25, 0.5]
+    assert details['reliability']['count'] == [0, 1, 1, 0]
+    assert details['reliability']['accuracy'] == [None, 0.0, 1.0, None]
+    assert got['calib/ECE'] == pytest.approx((0.5 + 0.25) / 2)
 
 
 def test_independent_of_image_order_batching_and_processes():

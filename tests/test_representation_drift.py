@@ -1,7 +1,7 @@
-"""Representation drift: the CKA/HSIC, cosine and participation-ratio statistics
-(reobench_mm.evaluation.functional.representation), the layer selection and the
+"""Representation drift: the CKA/HSIC, split-half floor, cosine and participation-ratio
+statistics (reobench_mm.evaluation.functional.representation), the layer selection and the
 end-to-end analysis on the demo UperNet (reobench_mm.robustness.drift,
-tools/analysis_tools/representation_drift.py)."""
+tools/analysis_tools/representation_drift.py), per sample (the default) and per token."""
 import itertools
 import json
 import os
@@ -16,12 +16,12 @@ from torch import nn
 
 import reobench_mm  # noqa: F401  (registration)
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
-from reobench_mm.evaluation.functional.representation import (DriftAccumulator, StreamingCKA,
-                                                              StreamingCosine,
-                                                              StreamingParticipationRatio,
-                                                              hsic_unbiased, linear_cka,
-                                                              token_cosine_similarity)
-from reobench_mm.robustness.drift import (layer_tokens, representation_drift,
+from reobench_mm.datasets.synthetic import write_potsdam
+from reobench_mm.evaluation.functional.representation import (
+    DriftAccumulator, SampleDriftAccumulator, StreamingCKA, StreamingCosine,
+    StreamingParticipationRatio, hsic_unbiased, linear_cka, participation_ratio,
+    row_cosine_similarity, split_half_cka, split_half_indices, token_cosine_similarity)
+from reobench_mm.robustness.drift import (layer_tokens, pool_tokens, representation_drift,
                                           sample_token_positions, select_drift_layers)
 from reobench_mm.fileio import file_sha256
 from reobench_mm.models.backbones.convert import dense_backbone_types
@@ -58,6 +58,28 @@ def reference_cka(X, Y):
 def random_orthogonal(dim, rng):
     q, r = np.linalg.qr(rng.normal(size=(dim, dim)))
     return q * np.sign(np.diag(r))
+
+
+def reference_cosines(X, Y):
+    """Per-row cosine, written out."""
+    return np.array([x @ y / (np.linalg.norm(x) * np.linalg.norm(y)) for x, y in zip(X, Y)])
+
+
+def reference_pr(X, convention):
+    """(Σλ)² / Σλ²: raw from the singular values of X itself, centred from the
+    eigenvalues of np.cov."""
+    if convention == 'raw':
+        eigenvalues = np.linalg.svd(X, compute_uv=False) ** 2
+    else:
+        eigenvalues = np.linalg.eigvalsh(np.cov(X, rowvar=False))
+    return eigenvalues.sum() ** 2 / (eigenvalues ** 2).sum()
+
+
+def reference_split_half(X, seed):
+    """The documented split: a seeded permutation, first half against second half."""
+    permutation = np.random.default_rng(seed).permutation(len(X))
+    half = len(X) // 2
+    return reference_cka(X[permutation[:half]], X[permutation[half:2 * half]])
 
 
 def features(rng, n=40, d1=12, d2=7, noise=0.5):
@@ -210,17 +232,52 @@ def test_participation_ratio_matches_eigenvalues(offset):
     x = rng.normal(size=(300, 6)) * np.array([5.0, 3.0, 1.0, 1.0, 0.5, 0.1]) + offset
     eigenvalues = np.linalg.eigvalsh(np.cov(x, rowvar=False))
     expected = eigenvalues.sum() ** 2 / (eigenvalues ** 2).sum()
-    streaming = StreamingParticipationRatio()
+    streaming = StreamingParticipationRatio(convention='centred')
     for chunk in np.array_split(x, 7):
         streaming.update(torch.from_numpy(chunk).float() if offset == 0 else chunk)
     rtol = 1e-5 if offset == 0 else 1e-9
     np.testing.assert_allclose(streaming.covariance(), np.cov(x, rowvar=False),
                                rtol=rtol, atol=1e-9 * (1 + offset ** 2))
     assert streaming.compute() == pytest.approx(expected, rel=rtol)
-    merged = StreamingParticipationRatio().update(x[:100]).merge(
-        StreamingParticipationRatio().update(x[100:]))
+    merged = StreamingParticipationRatio(convention='centred').update(x[:100]).merge(
+        StreamingParticipationRatio(convention='centred').update(x[100:]))
     assert merged.compute() == pytest.approx(expected, rel=1e-9)
     assert 1.0 < expected < 6.0
+
+
+@pytest.mark.parametrize('convention', ['raw', 'centred'])
+def test_participation_ratio_conventions_match_numpy(convention):
+    rng = np.random.default_rng(15)
+    # non-negative features with a shared mean direction, as after a ReLU
+    x = np.maximum(rng.normal(size=(120, 24)) @ rng.normal(size=(24, 24)), 0.0)
+    expected = reference_pr(x, convention)
+    assert participation_ratio(x, convention) == pytest.approx(expected, rel=1e-9)
+    streaming = StreamingParticipationRatio(convention=convention)
+    for chunk in np.array_split(x, 5):
+        streaming.update(chunk)
+    assert streaming.compute() == pytest.approx(expected, rel=1e-9)
+    assert streaming.result()['convention'] == convention
+    # the raw matrix is XᵀX itself; both are scale-invariant
+    if convention == 'raw':
+        np.testing.assert_allclose(streaming.second_moment(), x.T @ x, rtol=1e-10)
+    assert participation_ratio(7.5 * x, convention) == pytest.approx(expected, rel=1e-9)
+
+
+def test_participation_ratio_conventions_differ_and_default_is_raw():
+    rng = np.random.default_rng(16)
+    x = np.maximum(rng.normal(size=(200, 64)) @ rng.normal(size=(64, 64)), 0.0)
+    raw, centred = participation_ratio(x, 'raw'), participation_ratio(x, 'centred')
+    assert participation_ratio(x) == raw
+    assert StreamingParticipationRatio().convention == 'raw'
+    assert raw < 0.5 * centred  # the mean direction dominates the raw matrix
+    # centring is what differs: on zero-mean columns they agree up to n vs n − 1
+    centred_x = x - x.mean(0)
+    assert participation_ratio(centred_x, 'raw') == pytest.approx(centred, rel=1e-9)
+    with pytest.raises(ValueError, match="one of \\['raw', 'centred'\\]"):
+        participation_ratio(x, 'covariance')
+    with pytest.raises(ValueError, match='cannot merge'):
+        StreamingParticipationRatio().update(x).merge(
+            StreamingParticipationRatio(convention='centred').update(x))
 
 
 def test_participation_ratio_extremes_and_errors():
@@ -231,6 +288,103 @@ def test_participation_ratio_extremes_and_errors():
         StreamingParticipationRatio(dim=3).update(line)
     with pytest.raises(ValueError, match='positive integer'):
         StreamingParticipationRatio(dim=0)
+
+
+# ----------------------------------------------------------------------------- split-half floor
+def test_split_half_indices_are_the_documented_seeded_split():
+    first, second = split_half_indices(11, seed=3)
+    permutation = np.random.default_rng(3).permutation(11)
+    assert np.array_equal(first, permutation[:5]) and np.array_equal(second, permutation[5:10])
+    assert not set(first) & set(second)
+    again = split_half_indices(11, seed=3)
+    assert np.array_equal(again[0], first) and np.array_equal(again[1], second)
+    assert not np.array_equal(split_half_indices(11, seed=4)[0], first)
+    pair = split_half_indices(40, seed=[3, 2])
+    assert np.array_equal(pair[0], np.random.default_rng([3, 2]).permutation(40)[:20])
+    for bad in (1, 0, 2.5, True):
+        with pytest.raises(ValueError, match='num_rows'):
+            split_half_indices(bad, seed=0)
+    for bad in (-1, 1.5, True, [], [1, -2]):
+        with pytest.raises(ValueError, match='seed'):
+            split_half_indices(10, seed=bad)
+
+
+def test_split_half_cka_matches_numpy_and_sits_near_zero():
+    rng = np.random.default_rng(17)
+    x, _ = features(rng, n=400, d1=16)
+    floor = split_half_cka(x, seed=5)
+    assert floor == pytest.approx(reference_split_half(x, 5), rel=1e-10)
+    assert split_half_cka(torch.from_numpy(x), seed=5) == floor
+    # unrelated rows: the unbiased estimator is centred on 0, far below any real pairing
+    floors = [split_half_cka(x, seed=s) for s in range(20)]
+    assert abs(np.mean(floors)) < 0.02 and max(map(abs, floors)) < 0.1
+    assert linear_cka(x, x + 0.5 * rng.normal(size=x.shape)) > 0.5
+    with pytest.raises(ValueError, match='n >= 8'):
+        split_half_cka(x[:7])
+    with pytest.raises(ValueError, match='n×d'):
+        split_half_cka(x[0])
+
+
+# ----------------------------------------------------------------------------- per sample
+def test_row_cosine_matches_numpy():
+    rng = np.random.default_rng(18)
+    x, y = rng.normal(size=(9, 5)), rng.normal(size=(9, 5))
+    np.testing.assert_allclose(row_cosine_similarity(x, y), reference_cosines(x, y),
+                               rtol=1e-12)
+    np.testing.assert_allclose(row_cosine_similarity(x[0], y[0]), reference_cosines(x, y)[:1])
+    with pytest.raises(ValueError, match='same shape'):
+        row_cosine_similarity(x, y[:, :4])
+
+
+def test_sample_drift_matches_numpy_and_does_not_depend_on_batching():
+    rng = np.random.default_rng(19)
+    clean = np.maximum(rng.normal(size=(30, 10)) @ rng.normal(size=(10, 10)), 0.0)
+    corrupted = clean + 0.8 * rng.normal(size=clean.shape)
+    whole = SampleDriftAccumulator(floor_seed=2).update(clean, corrupted).result()
+    assert whole['cka'] == pytest.approx(reference_cka(clean, corrupted), rel=1e-10)
+    assert whole['cosine'] == pytest.approx(reference_cosines(clean, corrupted).mean(),
+                                            rel=1e-12)
+    assert whole['cka_floor'] == pytest.approx(reference_split_half(clean, 2), rel=1e-10)
+    assert whole['pr_clean'] == pytest.approx(reference_pr(clean, 'raw'), rel=1e-9)
+    assert whole['pr_corrupted'] == pytest.approx(reference_pr(corrupted, 'raw'), rel=1e-9)
+    assert whole['num_samples'] == 30 and whole['dim'] == 10
+    assert 0.3 < whole['cka'] < 0.99 and abs(whole['cka_floor']) < whole['cka']
+    # one sample at a time, then merged, gives the same numbers
+    parts = [SampleDriftAccumulator(floor_seed=2) for _ in range(2)]
+    for i in range(30):
+        parts[i // 20].update(clean[i], torch.from_numpy(corrupted[i]))
+    assert parts[0].merge(parts[1]).result() == pytest.approx(whole, rel=1e-12)
+    centred = SampleDriftAccumulator('centred', floor_seed=2).update(clean, corrupted).result()
+    assert centred['pr_clean'] == pytest.approx(reference_pr(clean, 'centred'), rel=1e-9)
+    assert centred['cka'] == whole['cka']
+    same = SampleDriftAccumulator().update(clean, clean).result()
+    assert same['cka'] == pytest.approx(1.0) and same['cosine'] == pytest.approx(1.0)
+    json.dumps(whole)
+
+
+def test_sample_drift_undefined_and_bad_input():
+    rng = np.random.default_rng(20)
+    x = rng.normal(size=(6, 3))
+    few = SampleDriftAccumulator().update(x, x + 1).result()
+    assert few['cka'] is not None and few['cka_floor'] is None  # 6 rows: CKA yes, floor no
+    assert SampleDriftAccumulator().update(x[:3], x[:3]).result()['cka'] is None
+    assert SampleDriftAccumulator().result()['num_samples'] == 0
+    json.dumps(SampleDriftAccumulator().result())
+    with pytest.raises(ValueError, match='have 2 features, this accumulator has 3'):
+        SampleDriftAccumulator().update(x, x).update(x[:, :2], x[:, :2])
+    with pytest.raises(ValueError, match='same shape'):
+        SampleDriftAccumulator().update(x, x[:5])
+    with pytest.raises(ValueError, match='convention'):
+        SampleDriftAccumulator('covariance')
+    with pytest.raises(ValueError, match='floor_seed'):
+        SampleDriftAccumulator(floor_seed=-1)
+
+
+def test_pool_tokens_is_the_mean_over_tokens():
+    tokens = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    torch.testing.assert_close(pool_tokens(tokens), torch.from_numpy(tokens.numpy().mean(1)))
+    with pytest.raises(ValueError, match='B×N×C'):
+        pool_tokens(tokens[0])
 
 
 # ----------------------------------------------------------------------------- one layer
@@ -253,6 +407,21 @@ def test_drift_accumulator_does_not_depend_on_batching():
                         corrupted[start:start + 4].reshape(-1, 6))
     assert a['cka'] == pytest.approx(expected.compute(), rel=1e-12)
     assert a['cosine'] == pytest.approx(token_cosine_similarity(clean, corrupted).mean())
+    # token-level floor: minibatch CKA of random halves of each minibatch's clean rows,
+    # seeded by (floor_seed, minibatch index)
+    halves = []
+    for index, start in enumerate((0, 4, 8)):
+        rows = clean[start:start + 4].reshape(-1, 6)
+        permutation = np.random.default_rng([0, index]).permutation(len(rows))
+        half = len(rows) // 2
+        halves.append((rows[permutation[:half]], rows[permutation[half:2 * half]]))
+    xy = np.mean([reference_hsic(u @ u.T, v @ v.T) for u, v in halves])
+    xx = np.mean([reference_hsic(u @ u.T, u @ u.T) for u, v in halves])
+    yy = np.mean([reference_hsic(v @ v.T, v @ v.T) for u, v in halves])
+    assert a['cka_floor'] == pytest.approx(xy / np.sqrt(xx * yy), rel=1e-10)
+    assert abs(a['cka_floor']) < 0.2 < a['cka']
+    assert DriftAccumulator(4, floor_seed=1).update(clean, corrupted).result()['cka_floor'] \
+        != pytest.approx(a['cka_floor'])
     json.dumps(a)
     same = DriftAccumulator(4).update(clean, clean).result()
     assert same['cka'] == pytest.approx(1.0) and same['cosine'] == pytest.approx(1.0)
@@ -334,7 +503,8 @@ def tool_run(tiny_segmentor, tmp_path_factory):
     env = dict(os.environ, OMP_NUM_THREADS='1')
     process = subprocess.Popen(
         [sys.executable, TOOL, config, checkpoint, '--corruptions', 'gaussian_noise',
-         '--severities', '1', '--tokens-per-image', '64', '--work-dir', out,
+         '--severities', '1', '--representation', 'token', '--pr-convention', 'centred',
+         '--tokens-per-image', '64', '--work-dir', out,
          '--cfg-options', 'test_dataloader.num_workers=0'],
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=env)
@@ -349,7 +519,8 @@ def drift_run(tiny_segmentor, tool_run, tmp_path_factory):
     config, checkpoint = tiny_segmentor
     work_dir = str(tmp_path_factory.mktemp('drift'))
     document = representation_drift(config, checkpoint, ['clean', 'gaussian_noise', 'rotate'],
-                                    [1], seed=0, tokens_per_image=64, work_dir=work_dir)
+                                    [1], seed=0, tokens_per_image=64, work_dir=work_dir,
+                                    representation='token', pr_convention='centred')
     return document, work_dir
 
 
@@ -420,6 +591,7 @@ def test_drift_does_not_depend_on_batch_size(tiny_segmentor, drift_run, tmp_path
     document, _ = drift_run
     batched = representation_drift(config, checkpoint, ['gaussian_noise'], [1], seed=0,
                                    tokens_per_image=64, work_dir=str(tmp_path),
+                                   representation='token', pr_convention='centred',
                                    cfg_options={'test_dataloader.batch_size': 2})
     expected = document['conditions'][1]['blocks']
     for block, values in batched['conditions'][0]['blocks'].items():
@@ -428,6 +600,7 @@ def test_drift_does_not_depend_on_batch_size(tiny_segmentor, drift_run, tmp_path
     assert batched['provenance']['cfg_options'] == {'test_dataloader.batch_size': 2}
     # max_images cuts a batch; the clean-vs-clean reference is exact
     few = representation_drift(config, checkpoint, ['clean'], [0], tokens_per_image=16,
+                               representation='token',
                                max_images=1, work_dir=str(tmp_path / 'few'),
                                cfg_options={'test_dataloader.batch_size': 2})
     (reference,) = few['conditions']
@@ -462,6 +635,163 @@ def test_drift_rejects_bad_arguments(tmp_path):
         representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [7])
     with pytest.raises(ValueError, match='tokens_per_image'):
         representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [1],
-                             tokens_per_image=0)
+                             tokens_per_image=0, representation='token')
+    # token-level options are refused with the per-sample representation
+    for option in ('tokens_per_image', 'images_per_minibatch'):
+        with pytest.raises(ValueError, match=f"{option} applies to representation='token'"):
+            representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [1],
+                                 **{option: 8})
+    with pytest.raises(ValueError, match='max_images >= 8'):
+        representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [1], max_images=5)
+    with pytest.raises(ValueError, match="representation must be one of \\['sample', 'token'\\]"):
+        representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [1],
+                             representation='pooled')
+    with pytest.raises(ValueError, match='pr_convention'):
+        representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [1],
+                             pr_convention='covariance')
+    with pytest.raises(ValueError, match='unknown protocol'):
+        representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [1],
+                             protocol='imagenet_c')
+    # a corruption of the other protocol: the message says which protocol has it
+    with pytest.raises(KeyError, match='geofm_calibration'):
+        representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['poisson_gaussian_noise'], [1])
+    with pytest.raises(KeyError, match='reobench'):
+        representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [1],
+                             protocol='geofm_calibration')
     with pytest.raises(FileNotFoundError, match='missing.pth'):
         representation_drift(SEG_DEMO_CONFIG, str(checkpoint), ['haze'], [1])
+
+
+# ------------------------------------------------------------------------ end to end, per sample
+SAMPLE_TEST_IMAGES = 12
+
+
+@pytest.fixture(scope='module')
+def sample_test_root(tmp_path_factory):
+    """A Potsdam-format test split of 12 images: the per-sample statistics compare images
+    (the split-half floor needs at least 8)."""
+    root = str(tmp_path_factory.mktemp('drift_samples'))
+    write_potsdam(root, num_train=0, num_val=SAMPLE_TEST_IMAGES, size=256, seed=3)
+    return root
+
+
+@pytest.fixture(scope='module')
+def geofm_tool_run(tiny_segmentor, sample_test_root, tmp_path_factory):
+    """The tool with the calibration study's protocol and the default (per-sample)
+    representation, started before the in-process runs; yields ``(process, work_dir)``."""
+    config, checkpoint = tiny_segmentor
+    out = str(tmp_path_factory.mktemp('drift_geofm_tool'))
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    process = subprocess.Popen(
+        [sys.executable, TOOL, config, checkpoint, '--protocol', 'geofm_calibration',
+         '--corruptions', 'poisson_gaussian_noise', 'cloud_shadow', '--severities', '3',
+         '--work-dir', out, '--cfg-options',
+         f'test_dataloader.dataset.data_root={sample_test_root}',
+         'test_dataloader.num_workers=0'],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env)
+    yield process, out
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+@pytest.fixture(scope='module')
+def sample_run(tiny_segmentor, sample_test_root, geofm_tool_run, tmp_path_factory):
+    config, checkpoint = tiny_segmentor
+    document = representation_drift(
+        config, checkpoint, ['clean', 'gaussian_noise', 'rotate'], [3], seed=0,
+        work_dir=str(tmp_path_factory.mktemp('drift_sample')),
+        cfg_options={'test_dataloader.dataset.data_root': sample_test_root})
+    return document
+
+
+def _pooled_backbone_levels(config, checkpoint, data_root, condition=None):
+    """Each ResNet stage's map, averaged over its positions, per test image: straight
+    from the backbone (layer1..4 = out_indices 0..3); one ``N×C`` array per stage."""
+    from mmengine.config import Config
+    from mmengine.registry import MODELS, init_default_scope
+    from mmengine.runner import Runner, load_checkpoint
+
+    from reobench_mm.utils.config import insert_corruption
+    cfg = Config.fromfile(config)
+    cfg.test_dataloader.dataset.data_root = data_root
+    if condition is not None:
+        insert_corruption(cfg, condition)
+    init_default_scope(cfg.default_scope)
+    model = MODELS.build(cfg.model)
+    load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
+    model.eval()
+    loader_cfg = dict(cfg.test_dataloader, num_workers=0, persistent_workers=False)
+    pooled = [[] for _ in range(4)]
+    with torch.no_grad():
+        for batch in Runner.build_dataloader(loader_cfg):
+            inputs = model.data_preprocessor(batch, False)['inputs']
+            for level, stage in zip(pooled, model.backbone(inputs)):
+                level.append(stage.double().numpy().mean(axis=(2, 3)))
+    return [np.concatenate(level) for level in pooled]
+
+
+@pytest.mark.slow
+def test_sample_drift_end_to_end_matches_numpy(tiny_segmentor, sample_test_root, sample_run):
+    from reobench_mm.corruptions.condition import Condition
+    config, checkpoint = tiny_segmentor
+    document = sample_run
+    settings = document['settings']
+    assert settings['representation'] == 'sample' and settings['pr_convention'] == 'raw'
+    assert settings['protocol'] == 'reobench' and settings['tokens_per_image'] is None
+    assert document['format'] == 'reobench_mm.representation_drift/2'
+    clean, noise, rotate = document['conditions']
+    blocks = [f'backbone.layer{i}' for i in range(1, 5)]
+    clean_levels = _pooled_backbone_levels(config, checkpoint, sample_test_root)
+    noisy_levels = _pooled_backbone_levels(config, checkpoint, sample_test_root,
+                                           Condition('gaussian_noise', 3, 0))
+    for block, x, y in zip(blocks, clean_levels, noisy_levels):
+        assert x.shape == (SAMPLE_TEST_IMAGES, noise['blocks'][block]['dim'])
+        values = noise['blocks'][block]
+        assert values['num_samples'] == SAMPLE_TEST_IMAGES
+        assert values['cka'] == pytest.approx(reference_cka(x, y), rel=1e-5)
+        assert values['cosine'] == pytest.approx(reference_cosines(x, y).mean(), rel=1e-6)
+        assert values['pr_clean'] == pytest.approx(reference_pr(x, 'raw'), rel=1e-5)
+        assert values['pr_corrupted'] == pytest.approx(reference_pr(y, 'raw'), rel=1e-5)
+        # the split-half floor on real activations: below 1, below the corrupted CKA, the
+        # same for every condition (it only sees the clean images)
+        floor = values['cka_floor']
+        assert floor == pytest.approx(reference_split_half(x, 0), rel=1e-5, abs=1e-9)
+        assert floor < 0.9 and floor < values['cka']
+        assert clean['blocks'][block]['cka_floor'] == rotate['blocks'][block]['cka_floor'] \
+            == floor
+        assert clean['blocks'][block]['cka'] == pytest.approx(1.0, abs=1e-9)
+        assert clean['blocks'][block]['cosine'] == pytest.approx(1.0, abs=1e-9)
+        assert values['cka'] < 1 - 1e-4
+        # the study's raw participation ratio is well below the centred one on ReLU maps
+        assert values['pr_clean'] < reference_pr(x, 'centred')
+        # pooling over the image removes most of the position pairing that sends the
+        # token-level CKA of a rotation to ~0.01 (test_drift_end_to_end)
+        assert rotate['blocks'][block]['cka'] > 0.5
+    for condition in document['conditions']:
+        assert condition['num_images'] == SAMPLE_TEST_IMAGES
+
+
+@pytest.mark.slow
+def test_drift_tool_accepts_the_calibration_protocol(sample_run, geofm_tool_run):
+    process, out = geofm_tool_run
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, output[-3000:]
+    assert 'split-half floor' in output and 'protocol geofm_calibration' in output
+    with open(osp.join(out, 'representation_drift.json'), encoding='utf-8') as handle:
+        written = json.load(handle)
+    assert written['settings']['protocol'] == 'geofm_calibration'
+    assert written['settings']['representation'] == 'sample'
+    assert [c['condition'] for c in written['conditions']] == \
+        ['poisson_gaussian_noise@3', 'cloud_shadow@3']
+    reference = sample_run['conditions'][0]['blocks']  # clean, same images and seed
+    for condition in written['conditions']:
+        assert condition['num_images'] == SAMPLE_TEST_IMAGES
+        for block, values in condition['blocks'].items():
+            # the corruption ran: the features moved
+            assert -1.0 <= values['cka'] < 1 - 1e-4, (condition['condition'], block)
+            assert values['cosine'] < 1 - 1e-6
+            assert values['cka_floor'] == pytest.approx(reference[block]['cka_floor'],
+                                                        rel=1e-6, abs=1e-9)
+            assert values['pr_clean'] == pytest.approx(reference[block]['pr_clean'], rel=1e-6)

@@ -10,20 +10,25 @@ its seed, protocol and border); :data:`CLEAN` the clean one.
 Argument checks usable before any image is seen (e.g. when a pipeline is built):
 :func:`check_seed`, :func:`check_max_value`, :func:`check_severity`,
 :func:`check_protocol`, :func:`full_scale` (``max_value`` against a dtype),
-:func:`check_ignore_index` (label maps); :func:`check_image` checks an image.
+:func:`check_ignore_index` (label maps), :func:`check_bands` (the ``bands`` option of
+``cloud_shadow``), :func:`check_canvas` (the ``canvas`` option of ``scale``);
+:func:`check_image` checks an image.
 """
 from . import appearance, geometric  # noqa: F401  (registers the corruptions)
 from .api import corrupt, corrupt_geometric
+from .appearance import check_bands
 from .condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
 from .base import (CATEGORIES, GROUPS, PROTOCOLS, CorruptionSpec, check_image,
                    check_max_value, check_protocol, check_seed, check_severity, full_scale,
                    get_corruption, list_corruptions, make_rng, resolve_corruptions)
-from .geometric import GeometricTransform, check_ignore_index
+from .geometric import (DEFAULT_SCALE_CANVAS, SCALE_CANVASES, GeometricTransform, check_canvas,
+                        check_ignore_index)
 
 __all__ = [
     'corrupt', 'corrupt_geometric', 'list_corruptions', 'get_corruption',
     'resolve_corruptions', 'make_rng', 'CorruptionSpec', 'GeometricTransform', 'PROTOCOLS',
     'CATEGORIES', 'GROUPS', 'check_seed', 'check_max_value', 'check_severity',
     'check_protocol', 'check_image', 'full_scale', 'check_ignore_index', 'Condition',
-    'CLEAN', 'CLEAN_NAME', 'CONDITION_FIELDS'
+    'CLEAN', 'CLEAN_NAME', 'CONDITION_FIELDS', 'check_bands', 'check_canvas', 'SCALE_CANVASES',
+    'DEFAULT_SCALE_CANVAS'
 ]

@@ -5,9 +5,10 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 
+from .appearance import check_bands
 from .base import (_scaled_float32, as_bands, check_image, check_max_value, check_seed,
                    check_severity, from_float, get_corruption, make_rng, sample_key)
-from .geometric import GeometricTransform, check_border, identity_transform
+from .geometric import GeometricTransform, check_border, check_canvas, identity_transform
 
 __all__ = ['corrupt', 'corrupt_geometric']
 
@@ -26,6 +27,12 @@ def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: 
     sample_key(key)  # a bad key is an error at every severity
     bands = as_bands(image)
     scale = check_image(bands, max_value)
+    # options that can be checked without running the corruption: an error at every
+    # severity, severity 0 included
+    if options.get('bands') is not None:
+        check_bands(options['bands'], bands.shape[2])
+    if 'canvas' in options:
+        check_canvas(options['canvas'])
     if severity == 0:
         return spec, None
     rng = make_rng(seed, f'{protocol}/{name}', severity, key)
@@ -56,8 +63,10 @@ def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
             for ``LoadImageFromFile(to_float32=True)``); ``uint8`` is always 255
             (None or 255 only).
         **options: the corruption's own options (e.g. ``channel_order`` for
-            ``compression_artifacts``, ``border`` for geometric ones); anything else
-            is an error.
+            ``compression_artifacts``, ``border`` for geometric ones, ``canvas`` for
+            ``scale``, ``bands`` for ``cloud_shadow``); anything else is an error.
+            With ``bands``, the bands not listed are returned bit-identical to the
+            input's.
 
     Returns:
         A new array of the input's shape and dtype (geometric corruptions: the image
@@ -78,27 +87,40 @@ def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
     if spec.moves_labels:
         result = result[0]
     if result.dtype == np.uint8 and image.dtype == np.uint8:  # from a uint8 kernel
-        return result.reshape(image.shape)
-    return from_float(result, image, max_value)
+        out = result.reshape(image.shape)
+    else:
+        out = from_float(result, image, max_value)
+    if options.get('bands') is not None:
+        _keep_other_bands(out, image, options['bands'])
+    return out
+
+
+def _keep_other_bands(out: np.ndarray, image: np.ndarray, selected) -> None:
+    """Copy the bands of ``image`` not in ``selected`` into ``out`` (same shape and
+    dtype): exactly the input's values, whatever the dtype conversion did to them."""
+    others = [b for b in range(as_bands(image).shape[2]) if b not in set(selected)]
+    if others:
+        as_bands(out)[..., others] = as_bands(image)[..., others]
 
 
 def corrupt_geometric(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
                       key: Union[None, int, str] = None, protocol: str = 'reobench',
-                      border: str = 'reflect', max_value: Optional[float] = None
-                      ) -> Tuple[np.ndarray, GeometricTransform]:
+                      border: str = 'reflect', max_value: Optional[float] = None,
+                      **options) -> Tuple[np.ndarray, GeometricTransform]:
     """Apply a geometric corruption and return ``(image, transform)``.
 
     ``transform`` holds the affine matrix, input and output shapes, border mode and
     canvas used, so labels can be moved with the same numbers (see
-    :class:`GeometricTransform`). Arguments and errors as :func:`corrupt`; a
-    non-geometric ``name`` is a ValueError.
+    :class:`GeometricTransform`). Arguments and errors as :func:`corrupt`;
+    ``options`` are the corruption's own options besides ``border`` (``canvas`` for
+    ``scale``), anything else is an error. A non-geometric ``name`` is a ValueError.
     """
     spec = get_corruption(name, protocol)
     if not spec.moves_labels:
         raise ValueError(f'{name} is not a geometric corruption; use corrupt()')
     check_border(border)
     spec, result = _run(image, name, severity, seed, key, protocol, max_value,
-                        dict(border=border))
+                        dict(options, border=border))
     if result is None:
         return image.copy(), identity_transform(*image.shape[:2])
     moved, transform = result

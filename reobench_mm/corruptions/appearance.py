@@ -13,7 +13,7 @@ size; on large images their extra memory is about the output plus an ``H×W`` fl
 map at most.
 """
 from functools import lru_cache
-from typing import Callable, Iterator, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -434,17 +434,67 @@ register_uint8_kernel('haze', 'reobench', 'identical')(_pointwise_uint8_kernel(h
 
 SHADOW_OFFSET_FRACTION = 0.04  # shadow displacement, fraction of the image size
 SHADOW_DARKENING = 0.5  # ground under full shadow keeps this fraction of its radiance
-CLOUD_EDGE_OPACITY = 0.35  # opacity where the thickness just crosses the threshold
+# Opacity ramps from 0 at the cloud edge to 1 over this fraction of the thickness range
+# above the threshold (smoothstep: soft edges, no jump, near-opaque thick cores).
+CLOUD_CORE_DEPTH = 0.5
+
+
+def cloud_opacity(depth: np.ndarray) -> np.ndarray:
+    """Cloud opacity from the normalised thickness above the threshold, ``depth`` (0 at
+    the cloud edge, 1 at the thickest point; negative outside the cloud):
+    ``smoothstep(clip(depth / CLOUD_CORE_DEPTH, 0, 1))`` with ``smoothstep(t) =
+    t²(3 − 2t)``. 0 outside the cloud and at its edge, rising continuously (with zero
+    slope at both ends) to 1 in the cores. float32, same shape."""
+    ramp = np.clip(np.asarray(depth, np.float64) / CLOUD_CORE_DEPTH, 0.0, 1.0)
+    return (ramp * ramp * (3.0 - 2.0 * ramp)).astype(np.float32)
+
+
+def check_bands(bands, num_bands: Optional[int] = None) -> Optional[List[int]]:
+    """Validate a band selection: None (every band) or a non-empty sequence of distinct
+    integer band indices counted from 0, each below ``num_bands`` when that is given.
+
+    Returns:
+        None, or the indices as a sorted list of Python ``int``.
+
+    Raises:
+        ValueError: anything else (a bare integer, a string, bools, floats, negative or
+            repeated indices, an empty selection, an index >= ``num_bands``); the
+            message names the valid indices.
+    """
+    if bands is None:
+        return None
+    valid = (f'0..{num_bands - 1} for this {num_bands}-band image' if num_bands is not None
+             else 'integers >= 0')
+    if isinstance(bands, (str, bytes)) or not isinstance(bands, (list, tuple, range,
+                                                                 np.ndarray)):
+        raise ValueError(f'bands must be None (every band) or a list of band indices '
+                         f'counted from 0 (valid: {valid}), e.g. [0, 1, 2]; got {bands!r}')
+    values = list(np.asarray(bands).reshape(-1)) if isinstance(bands, np.ndarray) \
+        else list(bands)
+    if not values:
+        raise ValueError(f'bands selects no band; give at least one index (valid: {valid}) '
+                         'or None for every band')
+    for value in values:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f'band indices must be integers counted from 0 (valid: {valid}); '
+                             f'got {value!r} of type {type(value).__name__} in {bands!r}')
+        if value < 0 or (num_bands is not None and value >= num_bands):
+            raise ValueError(f'band index {int(value)} is out of range; valid: {valid}')
+    if len(set(int(v) for v in values)) != len(values):
+        raise ValueError(f'bands lists an index more than once: {bands!r}')
+    return sorted(int(v) for v in values)
 
 
 def cloud_shadow_layers(height: int, width: int, coverage: float, rng: np.random.Generator
                         ) -> Tuple[np.ndarray, np.ndarray]:
     """Cloud opacity and shadow maps for ``cloud_shadow`` (``H×W`` float32 each).
 
-    The cloud covers the pixels whose fractal thickness is at or above its
-    (1 − coverage) quantile, so the covered fraction equals ``coverage``; opacity rises
-    from ``CLOUD_EDGE_OPACITY`` at the edge to 1 in thick cores. The shadow is the
-    opacity map shifted by ``SHADOW_OFFSET_FRACTION`` of the image size (down-right).
+    The cloud covers the pixels whose fractal thickness is above its (1 − coverage)
+    quantile, so the covered fraction equals ``coverage``; opacity is
+    :func:`cloud_opacity` of the thickness above that quantile divided by the range
+    above it: 0 at the cloud edge, 1 in thick cores. The shadow is the opacity map
+    shifted by ``SHADOW_OFFSET_FRACTION`` of the image size (down-right); the strips it
+    uncovers at the top and left repeat the map's first row and column.
     """
     bands = list(_cloud_shadow_bands(height, width, coverage, rng, width))
     return (np.concatenate([opacity for _, _, opacity, _ in bands]),
@@ -470,18 +520,18 @@ def _cloud_shadow_bands(height: int, width: int, coverage: float, rng: np.random
     kept, kept_start = np.empty((0, width), np.float32), 0  # opacity rows from kept_start
     for start, stop in row_tiles(height, row_elements):
         thickness = field.rows_between(start, stop)
-        covered = thickness >= threshold
-        depth = (thickness - threshold) / span if span > 0 else np.ones_like(thickness)
-        core = np.clip(depth / 0.5, 0.0, 1.0)
-        opacity = np.where(covered, CLOUD_EDGE_OPACITY + (1 - CLOUD_EDGE_OPACITY) * core, 0.0)
-        opacity = opacity.astype(np.float32)
+        if span > 0:
+            opacity = cloud_opacity((thickness - threshold) / span)
+        else:  # a flat field (1-pixel images): all of it is cloud core
+            opacity = np.ones_like(thickness, dtype=np.float32)
         kept = np.concatenate([kept, opacity])
-        # shadow row r is opacity row r − dy moved right by dx (zero above row dy)
-        shadow = np.zeros_like(opacity)
-        first, last = max(start - dy, 0), stop - dy
-        if last > first:
-            shadow[first - (start - dy):, dx:] = \
-                kept[first - kept_start:last - kept_start, :width - dx]
+        # shadow pixel (r, c) is opacity pixel (max(r − dy, 0), max(c − dx, 0)): the cloud
+        # map moved down-right, its first row and column standing in for the unseen cloud
+        # beyond the frame (so a cloud crossing the edge casts no hard-edged shadow)
+        source = kept[np.maximum(np.arange(start, stop) - dy, 0) - kept_start]
+        shadow = np.empty_like(opacity)
+        shadow[:, dx:] = source[:, :width - dx]
+        shadow[:, :dx] = source[:, :1]
         yield start, stop, opacity, shadow
         keep_from = max(kept_start, stop - dy)  # what the next tiles' shadows need
         kept, kept_start = kept[keep_from - kept_start:], keep_from
@@ -494,31 +544,53 @@ def _cloud_shadow_blend(image: np.ndarray, opacity: np.ndarray, shadow: np.ndarr
 
 
 @register_corruption('cloud_shadow', 'geofm_calibration', 'environmental',
-                     'fraction of pixels under cloud', (0.2, 0.4, 0.6, 0.8, 1.0))
-def cloud_shadow(image: np.ndarray, coverage: float, rng: np.random.Generator) -> np.ndarray:
-    """Ground darkened under the shadow, then the cloud blended over it (row tiles)."""
+                     'fraction of pixels under cloud', (0.2, 0.4, 0.6, 0.8, 1.0),
+                     options=('bands', ))
+def cloud_shadow(image: np.ndarray, coverage: float, rng: np.random.Generator,
+                 bands: Optional[Sequence[int]] = None) -> np.ndarray:
+    """Ground darkened under the shadow, then the cloud blended over it (row tiles).
+
+    Args:
+        bands: the band indices (from 0) the cloud and shadow affect, e.g. the optical
+            bands of a multi-sensor stack; the others are returned unchanged. None:
+            every band. The cloud field does not depend on it, so the selected bands are
+            exactly those of the all-band result.
+    """
+    selected = check_bands(bands, image.shape[2])
     out = None  # allocated once the whole thickness field is gone
     for start, stop, opacity, shadow in _cloud_shadow_bands(
             image.shape[0], image.shape[1], coverage, rng, image[0].size):
         if out is None:
             out = np.empty(image.shape, np.float32)
-        out[start:stop] = _cloud_shadow_blend(image[start:stop], opacity, shadow)
+        if selected is None:
+            out[start:stop] = _cloud_shadow_blend(image[start:stop], opacity, shadow)
+        else:
+            out[start:stop] = image[start:stop]
+            out[start:stop, :, selected] = _cloud_shadow_blend(
+                image[start:stop][..., selected], opacity, shadow)
     return out
 
 
 @register_uint8_kernel('cloud_shadow', 'geofm_calibration', 'identical')
-def cloud_shadow_uint8(image: np.ndarray, coverage: float, rng: np.random.Generator
-                       ) -> np.ndarray:
+def cloud_shadow_uint8(image: np.ndarray, coverage: float, rng: np.random.Generator,
+                       bands: Optional[Sequence[int]] = None) -> np.ndarray:
     """The float path and its rounding, a row tile at a time (no full-size float
     copy of the image): bit-identical to it."""
+    selected = check_bands(bands, image.shape[2])
     out = None  # allocated once the whole thickness field is gone
     for start, stop, opacity, shadow in _cloud_shadow_bands(
             image.shape[0], image.shape[1], coverage, rng, image[0].size):
         if out is None:
             out = np.empty(image.shape, np.uint8)
         band = image[start:stop]
-        out[start:stop] = from_float(
-            _cloud_shadow_blend(_grey_levels_as_float(band), opacity, shadow), band)
+        if selected is None:
+            out[start:stop] = from_float(
+                _cloud_shadow_blend(_grey_levels_as_float(band), opacity, shadow), band)
+        else:
+            out[start:stop] = band
+            chosen = np.ascontiguousarray(band[..., selected])
+            out[start:stop, :, selected] = from_float(
+                _cloud_shadow_blend(_grey_levels_as_float(chosen), opacity, shadow), chosen)
     return out
 
 

@@ -13,15 +13,33 @@ import numpy as np
 
 from .base import register_corruption, register_uint8_kernel
 
-__all__ = ['GeometricTransform', 'BORDER_MODES', 'check_border', 'check_ignore_index']
+__all__ = ['GeometricTransform', 'BORDER_MODES', 'SCALE_CANVASES', 'DEFAULT_SCALE_CANVAS',
+           'check_border', 'check_canvas', 'check_ignore_index']
 
 BORDER_MODES = {'reflect': cv2.BORDER_REFLECT, 'constant': cv2.BORDER_CONSTANT}
+
+# How ``scale`` fills the frame around the shrunk image: the REOBench generator pastes it
+# on black; the authors' released corrupted images were padded from the image's own
+# edges (``replicate``: each edge pixel repeated outwards, OpenCV BORDER_REPLICATE);
+# ``reflect`` mirrors the shrunk image about its edges (OpenCV BORDER_REFLECT, the border
+# of ``rotate`` and ``translate``). Which of these the published numbers used is in
+# docs/corruptions.md ("The scale canvas").
+SCALE_CANVASES = {'replicate': cv2.BORDER_REPLICATE, 'reflect': cv2.BORDER_REFLECT,
+                  'black': None}
+DEFAULT_SCALE_CANVAS = 'replicate'
 
 
 def check_border(border: str) -> None:
     """Raise a ValueError naming the valid border modes unless ``border`` is one."""
     if border not in BORDER_MODES:
         raise ValueError(f'border must be one of {list(BORDER_MODES)}, got {border!r}')
+
+
+def check_canvas(canvas: str) -> None:
+    """Raise a ValueError naming the valid ``scale`` canvases unless ``canvas`` is one."""
+    if not isinstance(canvas, str) or canvas not in SCALE_CANVASES:
+        raise ValueError(f'canvas (how scale fills the frame around the shrunk image) must be '
+                         f'one of {list(SCALE_CANVASES)}, got {canvas!r}')
 
 
 # Where a label comes from is decided by OpenCV's 8-bit nearest-neighbour rule for every
@@ -114,11 +132,14 @@ class GeometricTransform:
         output_shape: ``(H, W)`` of the output.
         border: ``'reflect'`` (out-of-image samples mirror the image; their labels are
             the mirrored labels) or ``'constant'`` (no source content there).
-        canvas: ``(top, left, height, width)`` of the pasted content for ``scale``,
-            whose surroundings are always an empty canvas; None otherwise.
+        canvas: ``(top, left, height, width)`` of the pasted content for ``scale``;
+            None otherwise. Label maps get the ignore index around it whatever the
+            image's canvas fill (``canvas_fill``): that area holds no labelled content.
         input_shape: ``(H, W)`` of the image the transform was made for (None: the
             same as ``output_shape``, as for every corruption of the engine). Label
             maps must have this height and width.
+        canvas_fill: for ``scale``, how the image's frame around the content was filled
+            (a key of :data:`SCALE_CANVASES`); None otherwise.
     """
     name: str
     matrix: np.ndarray
@@ -126,6 +147,7 @@ class GeometricTransform:
     border: str
     canvas: Optional[Tuple[int, int, int, int]] = None
     input_shape: Optional[Tuple[int, int]] = None
+    canvas_fill: Optional[str] = None
 
     @property
     def source_shape(self) -> Tuple[int, int]:
@@ -250,22 +272,38 @@ def rotate(image: np.ndarray, angle: float, rng: np.random.Generator, border: st
 
 
 @register_corruption('scale', 'reobench', 'geometric', 'zoom-out ratio s',
-                     (0.9, 0.8, 0.7, 0.6, 0.5), options=('border', ))
-def scale(image: np.ndarray, ratio: float, rng: np.random.Generator, border: str = 'reflect'):
-    """Resize (bilinear) to int(W·s) × int(H·s), paste centred on a black canvas.
+                     (0.9, 0.8, 0.7, 0.6, 0.5), options=('border', 'canvas'))
+def scale(image: np.ndarray, ratio: float, rng: np.random.Generator, border: str = 'reflect',
+          canvas: str = DEFAULT_SCALE_CANVAS):
+    """Resize (bilinear) to int(W·s) × int(H·s), placed at top ``(H − nh)//2``, left
+    ``(W − nw)//2`` of a frame of the original size.
 
-    ``border`` is accepted for a uniform interface; the canvas is always empty.
+    Args:
+        canvas: how the frame around the shrunk image is filled: ``'replicate'`` (edge
+            pixels repeated outwards, as in the authors' released files; the default),
+            ``'reflect'`` (mirrored about the edges) or ``'black'`` (zeros, as the
+            REOBench generator script). See :data:`SCALE_CANVASES`.
+        border: accepted for a uniform interface with ``rotate`` and ``translate``; it
+            does not change ``scale``.
+
+    Labels: boxes and points move with the affine map; label maps get the ignore index
+    outside the content whatever the canvas (see :class:`GeometricTransform`).
     """
     check_border(border)
+    check_canvas(canvas)
     h, w = image.shape[:2]
     nh, nw = max(1, int(h * ratio)), max(1, int(w * ratio))
     top, left = (h - nh) // 2, (w - nw) // 2
-    out = np.zeros_like(image)
-    out[top:top + nh, left:left + nw] = cv2.resize(
-        image, (nw, nh), interpolation=cv2.INTER_LINEAR).reshape(nh, nw, image.shape[2])
+    content = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    if canvas == 'black':
+        out = np.zeros_like(image)
+        out[top:top + nh, left:left + nw] = content.reshape(nh, nw, image.shape[2])
+    else:
+        out = cv2.copyMakeBorder(content, top, h - nh - top, left, w - nw - left,
+                                 SCALE_CANVASES[canvas]).reshape(image.shape)
     matrix = np.array([[nw / w, 0.0, left], [0.0, nh / h, top]])
     return out, GeometricTransform('scale', matrix, (h, w), 'constant', (top, left, nh, nw),
-                                   input_shape=(h, w))
+                                   input_shape=(h, w), canvas_fill=canvas)
 
 
 @register_corruption('translate', 'reobench', 'geometric', 'shift t px', (15, 20, 25, 30, 35),

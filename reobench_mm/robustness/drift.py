@@ -2,10 +2,17 @@
 
 :func:`representation_drift` runs a trained segmentor or detector on the clean and on a
 corrupted copy of its test set, side by side, captures the outputs of a few backbone
-layers with forward hooks and streams clean/corrupted token pairs into the accumulators
-of :mod:`reobench_mm.evaluation.functional.representation` (minibatch linear CKA,
-token-wise cosine similarity, participation ratio of clean and corrupted features). The
-plot is :func:`~reobench_mm.analysis.plotting.plot_representation_drift`.
+layers with forward hooks and feeds the clean/corrupted features into the accumulators
+of :mod:`reobench_mm.evaluation.functional.representation`. Two representations
+(:data:`REPRESENTATIONS`):
+
+- ``'sample'`` (default, the calibration study's definition): each image's tokens are
+  mean-pooled into one vector, the ``N`` test images give ``X, Y ∈ R^{N×D}``; linear CKA
+  over the images, per-image cosine, a split-half noise floor, participation ratios;
+- ``'token'``: spatial tokens paired by position, minibatch linear CKA over the tokens
+  of a few images, per-token cosine averaged per image.
+
+The plot is :func:`~reobench_mm.analysis.plotting.plot_representation_drift`.
 """
 from __future__ import annotations
 
@@ -22,19 +29,25 @@ from torch import nn
 from ..analysis.plotting import plot_representation_drift
 from ..analysis.report import make_provenance
 from ..corruptions.condition import Condition
-from ..evaluation.functional.representation import DriftAccumulator
+from ..evaluation.functional.representation import (MIN_SPLIT_HALF_SAMPLES, PR_CONVENTIONS,
+                                                    DriftAccumulator, SampleDriftAccumulator)
 from ..fileio import dump_json_atomic, file_sha256
 from ..utils.config import insert_corruption
 
 __all__ = ['representation_drift', 'default_drift_work_dir', 'select_drift_layers',
-           'DriftLayer', 'layer_tokens', 'sample_token_positions', 'RESULT_FORMAT',
-           'RESULT_FILE', 'PLOT_FILE']
+           'DriftLayer', 'layer_tokens', 'pool_tokens', 'sample_token_positions',
+           'RESULT_FORMAT', 'RESULT_FILE', 'PLOT_FILE', 'REPRESENTATIONS']
 
-RESULT_FORMAT = 'reobench_mm.representation_drift/1'
+RESULT_FORMAT = 'reobench_mm.representation_drift/2'
 RESULT_FILE = 'representation_drift.json'
 PLOT_FILE = 'representation_drift.png'
 #: Kinds of hooked layer (see :class:`DriftLayer`).
 LAYER_KINDS = ('vit_block', 'module')
+#: What a row of the compared representation is: one image (its tokens mean-pooled; the
+#: default) or one spatial token.
+REPRESENTATIONS = ('sample', 'token')
+#: Token-level defaults (``tokens_per_image``, ``images_per_minibatch``).
+TOKEN_DEFAULTS = dict(tokens_per_image=256, images_per_minibatch=8)
 
 
 class DriftLayer:
@@ -175,6 +188,15 @@ def layer_tokens(output: Any, layer: DriftLayer) -> torch.Tensor:
                      f'{tuple(x.shape)}; expected B×N×C or a 4-D map')
 
 
+def pool_tokens(tokens: torch.Tensor) -> torch.Tensor:
+    """Per-image representations: the mean of each image's ``N`` tokens, ``B×N×C`` →
+    ``B×C`` (global average pooling of a CNN map, mean of a ViT's patch tokens with the
+    prefix tokens already dropped by :func:`layer_tokens`)."""
+    if tokens.ndim != 3 or tokens.shape[1] == 0:
+        raise ValueError(f'expected B×N×C tokens with N >= 1, got shape {tuple(tokens.shape)}')
+    return tokens.mean(1)
+
+
 def sample_token_positions(num_tokens: int, tokens_per_image: int, seed: int,
                            image_index: int) -> Optional[np.ndarray]:
     """Token positions kept for one image: all (None) when ``num_tokens <=
@@ -252,12 +274,18 @@ def _forward_tokens(model: nn.Module, batch: dict, capture: _Capture,
 
 
 def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], condition: Condition,
-                   tokens_per_image: int, max_images: Optional[int],
-                   images_per_minibatch: int) -> Dict[str, Any]:
+                   representation: str, pr_convention: str, max_images: Optional[int],
+                   tokens_per_image: Optional[int],
+                   images_per_minibatch: Optional[int]) -> Dict[str, Any]:
     """Stream one condition: clean and corrupted loaders in lockstep, clean recomputed."""
     clean_loader = _build_loader(cfg, condition.clean())
     corrupted_loader = _build_loader(cfg, condition)
-    accumulators = {layer.name: DriftAccumulator(images_per_minibatch) for layer in layers}
+    if representation == 'sample':
+        accumulators = {layer.name: SampleDriftAccumulator(pr_convention, condition.seed)
+                        for layer in layers}
+    else:
+        accumulators = {layer.name: DriftAccumulator(images_per_minibatch, pr_convention,
+                                                     condition.seed) for layer in layers}
     token_counts: Dict[str, int] = {}
     image_index = 0
     with _Capture(layers) as capture:
@@ -270,8 +298,8 @@ def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], conditio
             clean = _forward_tokens(model, clean_batch, capture, layers)
             corrupted = _forward_tokens(model, corrupted_batch, capture, layers)
             batch_size = next(iter(clean.values())).shape[0]
-            keep = batch_size if max_images is None else min(batch_size,
-                                                            max_images - image_index)
+            keep = (batch_size if max_images is None
+                    else min(batch_size, max_images - image_index))
             for layer in layers:
                 a, b = clean[layer.name], corrupted[layer.name]
                 if a.shape != b.shape:
@@ -279,6 +307,9 @@ def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], conditio
                                        f'and corrupted features {tuple(b.shape)} differ in '
                                        'shape (the corruption changed the image size?)')
                 token_counts[layer.name] = a.shape[1]
+                if representation == 'sample':
+                    accumulators[layer.name].update(pool_tokens(a[:keep]), pool_tokens(b[:keep]))
+                    continue
                 for i in range(keep):
                     positions = sample_token_positions(a.shape[1], tokens_per_image,
                                                        condition.seed, image_index + i)
@@ -292,10 +323,16 @@ def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], conditio
                 break
     if image_index == 0:
         raise ValueError('the test dataloader yielded no images')
+    if representation == 'sample' and image_index < MIN_SPLIT_HALF_SAMPLES:
+        raise ValueError(f"representation='sample' compares images: it needs at least "
+                         f'{MIN_SPLIT_HALF_SAMPLES} test images (4 for the unbiased HSIC, two '
+                         f'halves of 4 for the split-half floor), got {image_index}; use a '
+                         "larger test set or representation='token'")
     blocks = {}
     for layer in layers:
         result = accumulators[layer.name].result()
-        result['tokens_per_image'] = min(tokens_per_image, token_counts[layer.name])
+        if representation == 'token':
+            result['tokens_per_image'] = min(tokens_per_image, token_counts[layer.name])
         result['tokens_available'] = token_counts[layer.name]
         blocks[layer.name] = result
     return dict(num_images=image_index, blocks=blocks)
@@ -307,81 +344,138 @@ def default_drift_work_dir(config: str) -> str:
     return osp.join('work_dirs', 'representation_drift', osp.splitext(osp.basename(config))[0])
 
 
+def _token_option(name: str, value: Optional[int], representation: str) -> Optional[int]:
+    """A token-level option: its default in ``'token'`` mode, refused in ``'sample'``."""
+    if representation == 'sample':
+        if value is not None:
+            raise ValueError(f"{name} applies to representation='token' only (it chooses "
+                             "tokens; representation='sample' pools every token of an "
+                             f'image), got {name}={value!r}')
+        return None
+    if value is None:
+        return TOKEN_DEFAULTS[name]
+    _check_positive(name, value)
+    return int(value)
+
+
 def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str],
                          severities: Sequence[int], seed: int = 0, num_blocks: int = 4,
-                         tokens_per_image: int = 256, max_images: Optional[int] = None,
+                         tokens_per_image: Optional[int] = None,
+                         max_images: Optional[int] = None,
                          cfg_options: Optional[dict] = None, work_dir: Optional[str] = None,
                          layers: Optional[Sequence[str]] = None,
-                         images_per_minibatch: int = 8) -> Dict[str, Any]:
+                         images_per_minibatch: Optional[int] = None,
+                         representation: str = 'sample', pr_convention: str = 'raw',
+                         protocol: str = 'reobench') -> Dict[str, Any]:
     """Compare a backbone's features on clean and corrupted test images.
 
-    For every ``corruption × severity`` the clean and the corrupted test dataloaders
-    (same images, index order, ``num_workers=0``) are iterated in lockstep; each batch
-    goes through ``model.data_preprocessor`` and ``model.extract_feat`` with forward hooks
-    on the selected layers (:func:`select_drift_layers`). Each image's layer output becomes
-    ``N`` image tokens (:func:`layer_tokens`; ViT prefix tokens dropped, CNN maps
-    flattened), of which ``tokens_per_image`` positions are kept
+    For every ``corruption × severity`` of ``protocol`` the clean and the corrupted test
+    dataloaders (same images, index order, ``num_workers=0``) are iterated in lockstep;
+    each batch goes through ``model.data_preprocessor`` and ``model.extract_feat`` with
+    forward hooks on the selected layers (:func:`select_drift_layers`). Each image's
+    layer output becomes ``N`` image tokens (:func:`layer_tokens`; ViT prefix tokens
+    dropped, CNN maps flattened).
+
+    ``representation='sample'`` (default; the calibration study's definition): each
+    image's tokens are mean-pooled (:func:`pool_tokens`) into one ``D``-vector, so the
+    ``N`` test images give a clean ``X ∈ R^{N×D}`` and a corrupted ``Y ∈ R^{N×D}``
+    (:class:`~reobench_mm.evaluation.functional.representation.SampleDriftAccumulator`).
+    Per layer and condition:
+
+    - ``cka``: linear CKA of ``X`` and ``Y`` with the unbiased HSIC, all ``N`` images in
+      one batch;
+    - ``cka_floor``: the split-half noise floor, linear CKA between two random halves of
+      the clean ``X`` (``split_half_cka``, split seeded by ``seed``): the CKA of two sets
+      of unrelated clean images, near 0 with the unbiased HSIC. It depends only on the
+      clean images, so every condition reports the same value;
+    - ``cosine``: per image, the cosine of its clean and corrupted vectors, averaged over
+      images;
+    - ``pr_clean``, ``pr_corrupted``: participation ratios of ``X`` and ``Y`` in
+      ``pr_convention``.
+
+    It needs at least 8 images and keeps ``2·N·D`` float64 numbers per layer.
+
+    ``representation='token'``: spatial tokens are compared position by position, as a
+    dense-prediction view of drift. ``tokens_per_image`` positions are kept
     (:func:`sample_token_positions`: seeded by ``(seed, image index, N)``, identical for
-    the clean and the corrupted image, independent of the batch size). Per layer and
-    condition:
+    the clean and the corrupted image, independent of the batch size); ``cka`` is
+    minibatch linear CKA (unbiased HSIC) over the kept tokens of
+    ``images_per_minibatch`` consecutive images; ``cka_floor`` the minibatch CKA of
+    random halves of each minibatch's clean token rows; ``cosine`` the per-token cosine
+    averaged over an image's kept tokens, then over images; the participation ratios
+    are over the kept tokens. Memory does not grow with the dataset.
 
-    - ``cka``: minibatch linear CKA (unbiased HSIC); a minibatch holds the kept tokens
-      of ``images_per_minibatch`` consecutive images, so tokens are compared both within
-      and across images;
-    - ``cosine``: per token, the cosine of its clean and corrupted feature vectors,
-      averaged over the image's kept tokens, then over images;
-    - ``pr_clean``, ``pr_corrupted``: participation ratio of the kept tokens' feature
-      covariance.
+    Participation ratio conventions (``pr_convention``): ``'raw'`` (default; the
+    eigenvalues of ``XᵀX``, i.e. the squared singular values of the activation matrix
+    as the study describes it) or ``'centred'`` (the eigenvalues of the feature
+    covariance). On non-negative (ReLU) features the shared mean direction dominates
+    the raw matrix and ``'raw'`` is much lower than ``'centred'``.
 
-    Memory does not grow with the dataset: only the accumulators' sums (``d×d`` float64
-    per layer for the participation ratio) and one CKA minibatch of tokens are kept.
     Clean features are recomputed for every condition rather than cached, which doubles
-    the forward passes but keeps memory bounded. Images of different sizes batched
-    together are padded by the data preprocessor and the padding is part of the tokens;
-    use ``test_dataloader.batch_size=1`` for such data.
+    the forward passes. Images of different sizes batched together are padded by the
+    data preprocessor and the padding is part of the tokens; use
+    ``test_dataloader.batch_size=1`` for such data.
 
-    Geometric corruptions (rotate, scale, translate) move pixels, so the token-wise
-    cosine compares features of different places of the scene and drops even for a
-    perfectly equivariant model. CKA compares the similarity structure of the token
-    set rather than single vectors (it is invariant to rotations and isotropic scaling
-    of the feature space, the cosine is not), but its rows are paired by position too:
-    after a rotation the clean and corrupted rows describe different places and CKA
-    falls towards 0 (the 10-iteration demo UperNet gives CKA ≈ 0.01 and cosine ≈ 0.7
-    under ``rotate``, the cosine held up by the shared mean of ReLU features). Read
-    geometric conditions as "how much do the features at a fixed position change", not
-    as a loss of representation quality; the participation ratios do not pair
-    positions.
+    Geometric corruptions (rotate, scale, translate) move pixels. At the token level the
+    rows are paired by position, so after a rotation the clean and corrupted rows
+    describe different places and CKA falls towards 0 even for an equivariant model
+    (the 10-iteration demo UperNet: token CKA ≈ 0.01 under ``rotate``). Pooling over
+    the image removes most of that: the mean of a map is unchanged by moving its
+    content, up to the borders, so per-sample CKA under geometric corruptions measures
+    the change of content rather than of place.
 
     Args:
         config: config file. checkpoint: trained weights (loaded strictly).
-        corruptions: corruption names of the ``reobench`` protocol (``'clean'`` gives
-            the clean-vs-clean reference: CKA 1, cosine 1).
+        corruptions: corruption names of ``protocol`` (``'clean'`` gives the
+            clean-vs-clean reference: CKA 1, cosine 1).
         severities: severities 0..5. ``'clean'`` or severity 0 is one condition
             named ``'clean'`` (severity 0), evaluated once.
-        seed: seed of the corruption draws and of the token positions.
+        seed: seed of the corruption draws, of the token positions and of the split-half
+            floor's split.
         num_blocks: evenly spaced backbone blocks/stages to compare.
-        tokens_per_image: tokens kept per image and layer (all when fewer).
-        max_images: compare only the first ``max_images`` test images.
+        tokens_per_image: (``'token'`` only; default 256) tokens kept per image and
+            layer (all when fewer).
+        max_images: compare only the first ``max_images`` test images (at least 8 with
+            ``'sample'``).
         cfg_options: config overrides (``merge_from_dict``).
         work_dir: output folder for ``representation_drift.json`` and
             ``representation_drift.png`` (default ``work_dirs/representation_drift/<config
             stem>``).
         layers: explicit module names instead of the automatic choice.
-        images_per_minibatch: images whose tokens form one CKA minibatch.
+        images_per_minibatch: (``'token'`` only; default 8) images whose tokens form one
+            CKA minibatch.
+        representation: ``'sample'`` or ``'token'`` (see :data:`REPRESENTATIONS`).
+        pr_convention: ``'raw'`` or ``'centred'``.
+        protocol: corruption protocol, ``'reobench'`` or ``'geofm_calibration'``.
 
     Returns:
         The document written to ``representation_drift.json``: ``format``, ``blocks``
-        (name, type, kind, prefix tokens), ``settings``, ``conditions`` (one per
-        corruption × severity: ``condition``, ``corruption``, ``severity``,
-        ``num_images``, ``blocks: {name: {cka, cosine, pr_clean, pr_corrupted,
-        num_samples, num_tokens, num_minibatches, dim, tokens_per_image,
-        tokens_available}}``), ``provenance`` and ``files``.
+        (name, type, kind, prefix tokens), ``settings`` (including ``representation``,
+        ``pr_convention``, ``protocol`` and a description of each statistic),
+        ``conditions`` (one per corruption × severity: ``condition``, ``corruption``,
+        ``severity``, ``num_images``, ``blocks: {name: {cka, cka_floor, cosine,
+        pr_clean, pr_corrupted, num_samples, dim, tokens_available}}``, with
+        ``num_tokens``, ``num_minibatches`` and ``tokens_per_image`` added at the token
+        level), ``provenance`` and ``files``.
+
+    Raises:
+        ValueError: a bad option (an unknown representation, PR convention or protocol;
+            a token-level option with ``'sample'``; fewer than 8 images with
+            ``'sample'``), a bad severity or layer name.
+        KeyError: a corruption name that ``protocol`` does not have.
+        FileNotFoundError: a missing checkpoint.
     """
     from mmengine.config import Config
     from mmengine.logging import print_log
     from mmengine.registry import MODELS, init_default_scope
     from mmengine.runner import load_checkpoint
 
+    if representation not in REPRESENTATIONS:
+        raise ValueError(f'representation must be one of {list(REPRESENTATIONS)}, got '
+                         f'{representation!r}')
+    if pr_convention not in PR_CONVENTIONS:
+        raise ValueError(f'pr_convention must be one of {list(PR_CONVENTIONS)}, got '
+                         f'{pr_convention!r}')
     if isinstance(corruptions, str) or not corruptions:
         raise ValueError(f'corruptions must be a non-empty list of names, got {corruptions!r}')
     if isinstance(severities, (str, int)) or not severities:
@@ -390,12 +484,18 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     conditions: List[Condition] = []
     for corruption in corruptions:
         for severity in severities:
-            condition = Condition(corruption, severity, seed)
+            condition = Condition(corruption, severity, seed, protocol)
             if condition not in conditions:
                 conditions.append(condition)
-    _check_positive('tokens_per_image', tokens_per_image)
+    tokens_per_image = _token_option('tokens_per_image', tokens_per_image, representation)
+    images_per_minibatch = _token_option('images_per_minibatch', images_per_minibatch,
+                                         representation)
     _check_positive('max_images', max_images, allow_none=True)
-    _check_positive('images_per_minibatch', images_per_minibatch)
+    if representation == 'sample' and max_images is not None and \
+            max_images < MIN_SPLIT_HALF_SAMPLES:
+        raise ValueError(f"representation='sample' needs max_images >= "
+                         f'{MIN_SPLIT_HALF_SAMPLES} (4 images for the unbiased HSIC, two halves '
+                         f'of 4 for the split-half floor), got {max_images}')
     if not osp.isfile(checkpoint):
         raise FileNotFoundError(f'checkpoint {checkpoint!r} does not exist')
     if work_dir is None:
@@ -411,16 +511,20 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     model.eval()
     selected = select_drift_layers(model, num_blocks=num_blocks, layers=layers)
 
+    def rounded(value: Optional[float]) -> str:
+        return 'n/a' if value is None else str(round(value, 4))
+
     results = []
     with torch.no_grad():
         for condition in conditions:
-            outcome = _run_condition(model, cfg, selected, condition, int(tokens_per_image),
-                                     max_images, int(images_per_minibatch))
+            outcome = _run_condition(model, cfg, selected, condition, representation,
+                                     pr_convention, max_images, tokens_per_image,
+                                     images_per_minibatch)
             name = condition.key
             results.append(dict(condition=name, corruption=condition.corruption,
                                 severity=condition.severity, **outcome))
-            print_log(f'representation drift {name}: CKA ' + ', '.join(
-                f'{k} {"n/a" if v["cka"] is None else round(v["cka"], 4)}'
+            print_log(f'representation drift {name}: CKA (floor) ' + ', '.join(
+                f'{k} {rounded(v["cka"])} ({rounded(v["cka_floor"])})'
                 for k, v in outcome['blocks'].items()), logger='current')
 
     block_info = [layer.describe() for layer in selected]
@@ -433,15 +537,14 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
         format=RESULT_FORMAT,
         blocks=block_info,
         settings=dict(corruptions=list(dict.fromkeys(c.corruption for c in conditions)),
-                      severities=[int(s) for s in severities], num_blocks=num_blocks,
-                      layers=None if layers is None else list(layers),
-                      tokens_per_image=int(tokens_per_image),
+                      severities=[int(s) for s in severities], protocol=protocol,
+                      num_blocks=num_blocks, layers=None if layers is None else list(layers),
+                      representation=representation, pr_convention=pr_convention,
+                      tokens_per_image=tokens_per_image,
                       max_images=None if max_images is None else int(max_images),
-                      images_per_minibatch=int(images_per_minibatch),
-                      cosine='token-wise cosine, mean over an image\'s kept tokens, '
-                             'then over images',
-                      cka='minibatch linear CKA (unbiased HSIC), mean HSICs over '
-                          'minibatches of images_per_minibatch images\' tokens'),
+                      images_per_minibatch=images_per_minibatch,
+                      **_STATISTICS[representation],
+                      participation_ratio=_PR_DESCRIPTIONS[pr_convention]),
         conditions=results,
         provenance=provenance,
         files=dict(results=RESULT_FILE, plot=PLOT_FILE))
@@ -449,3 +552,28 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     dump_json_atomic(document, osp.join(work_dir, RESULT_FILE))
     plot_representation_drift(document, osp.join(work_dir, PLOT_FILE))
     return document
+
+
+#: What each statistic is, per representation (written into the result's settings).
+_STATISTICS = {
+    'sample': dict(
+        cka='linear CKA (unbiased HSIC) of the N×D clean and corrupted per-image '
+            'representations (tokens mean-pooled per image), all images in one batch',
+        cka_floor='split-half noise floor: linear CKA between two random halves of the '
+                  'clean per-image representations (split seeded by the seed)',
+        cosine='per-image cosine of the pooled clean and corrupted vectors, mean over '
+               'images'),
+    'token': dict(
+        cka='minibatch linear CKA (unbiased HSIC), mean HSICs over minibatches of '
+            'images_per_minibatch images\' kept tokens',
+        cka_floor='split-half noise floor: minibatch CKA between two random halves of '
+                  'each minibatch\'s clean token rows (split seeded by the seed and the '
+                  'minibatch index)',
+        cosine='token-wise cosine, mean over an image\'s kept tokens, then over images'),
+}
+_PR_DESCRIPTIONS = {
+    'raw': '(sum λ)² / sum λ² of the eigenvalues of XᵀX (squared singular values of the '
+           'raw activation matrix X)',
+    'centred': '(sum λ)² / sum λ² of the eigenvalues of the feature covariance (X '
+               'centred)',
+}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os.path as osp
 import warnings
-from typing import Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import numpy as np
 import torch
@@ -11,13 +11,45 @@ from mmcv.transforms import BaseTransform
 
 from ..corruptions import corrupt, corrupt_geometric, get_corruption
 from ..corruptions.appearance import check_channel_order, jpeg_round_trip
-from ..corruptions.base import as_bands, check_max_value, from_float, to_float
+from ..corruptions.base import (PROTOCOLS, as_bands, check_max_value, from_float,
+                                list_corruptions, to_float)
 from ..corruptions.condition import CLEAN_NAME, Condition
 from ..corruptions.geometric import GeometricTransform
 from ..registry import TRANSFORMS
 
 BOX_POLICIES = ('reference', 'drop_outside')
 ANGLE_VERSIONS = ('le90', 'le135', 'oc')
+#: Engine options the transform sets itself (not through ``corruption_options``).
+_OWN_OPTIONS = ('channel_order', 'border')
+
+
+def check_corruption_options(options: Optional[Mapping[str, Any]]) -> Dict[str, dict]:
+    """``corruption_options`` as ``{corruption name: {option: value}}``, checked: every
+    name is a corruption of a protocol and every option one that corruption takes (its
+    values are checked by the engine when it runs, at every severity).
+
+    Raises:
+        ValueError: not a mapping of mappings, an unknown corruption or option.
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError('corruption_options must map corruption names to their options, '
+                         "e.g. dict(cloud_shadow=dict(bands=[0, 1, 2])), got "
+                         f'{options!r}')
+    out = {}
+    for name, given in options.items():
+        protocols = [p for p in PROTOCOLS if name in list_corruptions(p)]
+        if not protocols:
+            raise ValueError(f'corruption_options names {name!r}, which is not a corruption '
+                             f'of any protocol')
+        valid = [o for o in get_corruption(name, protocols[0]).options
+                 if o not in _OWN_OPTIONS]
+        if not isinstance(given, Mapping) or set(given) - set(valid):
+            raise ValueError(f'corruption_options[{name!r}] must be a dict of its options '
+                             f'{valid or "(it has none)"}, got {given!r}')
+        out[name] = dict(given)
+    return out
 
 
 def _is_int(value) -> bool:
@@ -92,6 +124,10 @@ class ApplyCorruption(BaseTransform):
             default.
         allow_resized (bool): corrupt images that an earlier step resized (one warning)
             instead of refusing them.
+        corruption_options (dict, optional): a corruption's own options, by corruption
+            name, used whenever that corruption runs: ``dict(cloud_shadow=dict(bands=[0,
+            1, 2]))`` clouds only those bands, ``dict(scale=dict(canvas='black'))`` the
+            canvas of ``scale`` (see the corruptions' documentation).
     """
 
     def __init__(self, corruption: str = CLEAN_NAME, severity: int = 0, seed: int = 0,
@@ -100,7 +136,8 @@ class ApplyCorruption(BaseTransform):
                  ignore_index: int = 255, channel_order: str = 'bgr',
                  max_value: Optional[float] = None,
                  reencode_jpeg_quality: Optional[int] = None,
-                 allow_resized: bool = False) -> None:
+                 allow_resized: bool = False,
+                 corruption_options: Optional[Mapping[str, Any]] = None) -> None:
         self.set_condition(Condition(corruption, severity, seed, protocol, border))
         if box_policy not in BOX_POLICIES:
             raise ValueError(f'box_policy must be one of {BOX_POLICIES}, got {box_policy!r}')
@@ -121,6 +158,7 @@ class ApplyCorruption(BaseTransform):
         self.max_value = check_max_value(max_value)
         self.reencode_jpeg_quality = reencode_jpeg_quality
         self.allow_resized = allow_resized
+        self.corruption_options = check_corruption_options(corruption_options)
         self._warned_resized = False
 
     def set_condition(self, corruption: Union[Condition, str],
@@ -235,14 +273,16 @@ class ApplyCorruption(BaseTransform):
         self.check_sample(results)
         image, key = results['img'], self.sample_key(results)
         common = dict(seed=self.seed, key=key, protocol=self.protocol, max_value=self.max_value)
+        extra = self.corruption_options.get(self.corruption, {})
         if self.spec.moves_labels:
             image, geometry = corrupt_geometric(image, self.corruption, self.severity,
-                                                border=self.border, **common)
+                                                border=self.border, **common, **extra)
             self._move_labels(results, geometry)
         else:
             options = {'channel_order': self.channel_order} \
                 if 'channel_order' in self.spec.options else {}
-            image = corrupt(image, self.corruption, self.severity, **common, **options)
+            image = corrupt(image, self.corruption, self.severity, **common, **options,
+                            **extra)
         if self.reencode_jpeg_quality is not None:
             if image.dtype == np.uint8:  # the codec on the bytes themselves
                 image = jpeg_round_trip(as_bands(image), self.reencode_jpeg_quality,
@@ -279,7 +319,8 @@ class ApplyCorruption(BaseTransform):
                 f'severity={self.severity}, seed={self.seed}, protocol={self.protocol!r}, '
                 f'border={self.border!r}, box_policy={self.box_policy!r}, '
                 f'reencode_jpeg_quality={self.reencode_jpeg_quality}, '
-                f'allow_resized={self.allow_resized})')
+                f'allow_resized={self.allow_resized}, '
+                f'corruption_options={self.corruption_options!r})')
 
 
 def move_boxes(boxes, geometry: GeometricTransform, angle_version: str = 'le90'):

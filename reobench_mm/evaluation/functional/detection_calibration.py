@@ -8,7 +8,9 @@ Detection" (CVPR-W 2020), over a histogram of detection scores:
     D-ECE = sum_b n_b / N * |precision_b - mean score_b|
 
 where ``n_b`` detections fall in score bin ``b`` (``N`` in all) and ``precision_b`` is the
-fraction of them that are true positives.
+fraction of them that are true positives. The bins are those of the pixel ECE: ``B``
+equal-width bins ``(0, 1/B], ..., ((B-1)/B, 1]``, a score of exactly 0 in the first
+(:func:`score_bin_indices`).
 
 Detections and ground truth are read as MMRotate's ``DOTAMetric`` reads them, with the
 same rotated IoU (``mmcv.ops.box_iou_rotated``). Per image and class, detections in
@@ -34,6 +36,8 @@ from typing import Any, Dict
 
 import numpy as np
 import torch
+
+from .calibration import _bin_index
 
 __all__ = ['TRUE_POSITIVE', 'FALSE_POSITIVE', 'EXCLUDED', 'as_numpy', 'as_rotated_boxes',
            'match_rotated_detections', 'score_bin_indices', 'detection_ece',
@@ -118,10 +122,13 @@ def match_rotated_detections(det_bboxes: np.ndarray, det_scores: np.ndarray,
 
 
 def score_bin_indices(scores: np.ndarray, num_bins: int) -> np.ndarray:
-    """Bin of each score among ``num_bins`` equal-width bins of [0, 1]; the last bin is
-    closed, so a score of exactly 1.0 falls in it."""
+    """Bin of each score among ``num_bins`` equal-width bins of [0, 1], with the pixel
+    ECE's convention (:mod:`~reobench_mm.evaluation.functional.calibration`): bins
+    ``(0, 1/B], (1/B, 2/B], ..., ((B-1)/B, 1]`` with edges ``linspace(0, 1, B + 1)``, so
+    a score on an inner edge goes to the bin below it, and a score of exactly 0 to the
+    first bin."""
     scores = np.asarray(scores, dtype=np.float64)
-    return np.minimum(np.floor(scores * num_bins).astype(np.int64), num_bins - 1)
+    return _bin_index(scores, np.linspace(0.0, 1.0, num_bins + 1))
 
 
 def detection_ece(counts: np.ndarray, score_sums: np.ndarray,

@@ -1,18 +1,29 @@
-"""Statistics of how far features move: CKA, token-wise cosine, participation ratio.
+"""Statistics of how far features move: CKA, cosine, participation ratio, noise floor.
 
 Everything here works on plain arrays (``numpy.ndarray`` or ``torch.Tensor``; computed
 in float64 with torch) and knows nothing about models or datasets:
 
 - :func:`hsic_unbiased`: the unbiased HSIC estimator of Song et al. (2012) on two
   ``n×n`` Gram matrices, and :func:`linear_cka`, linear CKA built on it;
+- :func:`split_half_cka`: the noise floor of linear CKA, the CKA between two random
+  halves of the rows of one representation (rows paired in drawn order, so the paired
+  rows describe different inputs);
 - :class:`StreamingCKA`: minibatch CKA (Nguyen, Raghu & Kornblith, 2021): the mean of
   per-minibatch unbiased HSICs, ``CKA = mean HSIC(X,Y) / sqrt(mean HSIC(X,X) · mean
   HSIC(Y,Y))``, from three running sums;
-- :class:`StreamingCosine`: mean per-sample cosine similarity between paired tokens;
-- :class:`StreamingParticipationRatio`: ``PR = (Σλ)² / Σλ²`` of the feature covariance
-  from running sums of ``x`` and ``xxᵀ``;
-- :class:`DriftAccumulator`: the four statistics for one layer, fed with paired clean
-  and corrupted token sets, grouping a fixed number of samples per CKA minibatch.
+- :func:`row_cosine_similarity`, :func:`token_cosine_similarity`,
+  :class:`StreamingCosine`: cosine similarity of paired vectors (per sample, or per
+  token averaged over a sample's tokens);
+- :func:`participation_ratio`, :class:`StreamingParticipationRatio`: ``PR = (Σλ)² /
+  Σλ²`` of the eigenvalues of either the raw second-moment matrix ``XᵀX`` (the
+  squared singular values of the activation matrix itself, ``'raw'``) or the centred
+  covariance (``'centred'``); see :data:`PR_CONVENTIONS`;
+- :class:`SampleDriftAccumulator`: the statistics for one layer on per-sample
+  representations (one vector per image, ``X ∈ R^{N×D}``): full-batch linear CKA over
+  the ``N`` samples, its split-half floor, per-sample cosine, participation ratios;
+- :class:`DriftAccumulator`: the same statistics on paired clean and corrupted token
+  sets, grouping a fixed number of samples per CKA minibatch (memory does not grow with
+  the data).
 
 Every accumulator can be merged with another of its kind (:meth:`merge` adds the running
 sums) and reports its result as a JSON-serialisable dict (undefined values are ``None``).
@@ -20,7 +31,7 @@ sums) and reports its result as a JSON-serialisable dict (undefined values are `
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -28,12 +39,25 @@ import torch
 from ...fileio import finite_or_none
 
 __all__ = [
-    'hsic_unbiased', 'linear_cka', 'linear_hsic_terms', 'token_cosine_similarity',
-    'StreamingCKA', 'StreamingCosine', 'StreamingParticipationRatio', 'DriftAccumulator'
+    'hsic_unbiased', 'linear_cka', 'linear_hsic_terms', 'split_half_indices', 'split_half_cka',
+    'row_cosine_similarity', 'token_cosine_similarity', 'participation_ratio', 'StreamingCKA',
+    'StreamingCosine', 'StreamingParticipationRatio', 'SampleDriftAccumulator',
+    'DriftAccumulator', 'PR_CONVENTIONS', 'MIN_HSIC_SAMPLES', 'MIN_SPLIT_HALF_SAMPLES'
 ]
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
+SeedLike = Union[int, Sequence[int]]
+#: Rows the unbiased HSIC needs.
 MIN_HSIC_SAMPLES = 4
+#: Rows the split-half floor needs (two halves of at least :data:`MIN_HSIC_SAMPLES`).
+MIN_SPLIT_HALF_SAMPLES = 2 * MIN_HSIC_SAMPLES
+#: Participation-ratio conventions: ``'raw'``, the eigenvalues of the raw second-moment
+#: matrix ``XᵀX`` of the activation matrix ``X`` as it is (its squared singular values;
+#: the calibration study's wording, the default), and ``'centred'``, the eigenvalues of
+#: the covariance of ``X`` (each feature's mean removed first). A shared mean direction
+#: (non-negative ReLU features, a large common offset) dominates the raw matrix, so
+#: ``'raw'`` is usually much lower than ``'centred'`` on the same features.
+PR_CONVENTIONS = ('raw', 'centred')
 
 
 def _as_float64(array: ArrayLike, name: str) -> torch.Tensor:
@@ -48,6 +72,33 @@ def _as_float64(array: ArrayLike, name: str) -> torch.Tensor:
 def _is_positive_int(value) -> bool:
     return (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
             and value >= 1)
+
+
+def _check_pr_convention(convention: str) -> str:
+    if convention not in PR_CONVENTIONS:
+        raise ValueError(f'the participation-ratio convention must be one of '
+                         f'{list(PR_CONVENTIONS)}, got {convention!r}')
+    return convention
+
+
+def _check_seed(seed: SeedLike) -> SeedLike:
+    values = [seed] if isinstance(seed, (int, np.integer)) else seed
+    try:
+        ok = len(values) > 0 and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0
+            for v in values)
+    except TypeError:
+        ok = False
+    if isinstance(seed, bool) or not ok:
+        raise ValueError(f'seed must be an integer >= 0 or a non-empty sequence of them, '
+                         f'got {seed!r}')
+    return seed
+
+
+def _check_floor_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f'floor_seed must be an integer >= 0, got {seed!r}')
+    return int(seed)
 
 
 # ----------------------------------------------------------------------------- HSIC / CKA
@@ -144,6 +195,57 @@ def linear_cka(X: ArrayLike, Y: ArrayLike) -> float:  # noqa: N803
     return _cka_from_terms(*linear_hsic_terms(X, Y))
 
 
+# ----------------------------------------------------------------------------- noise floor
+def split_half_indices(num_rows: int, seed: SeedLike) -> Tuple[np.ndarray, np.ndarray]:
+    """Two disjoint random halves of ``range(num_rows)``, seeded.
+
+    ``perm = np.random.default_rng(seed).permutation(num_rows)``; the halves are
+    ``perm[:h]`` and ``perm[h:2h]`` with ``h = num_rows // 2`` (an odd row out is left
+    out). Row ``i`` of the first half is paired with row ``i`` of the second.
+
+    Args:
+        num_rows: number of rows (``>= 2``).
+        seed: an integer ``>= 0`` or a sequence of them (``numpy``'s seed sequence).
+
+    Returns:
+        ``(first, second)``: two ``int64`` arrays of ``num_rows // 2`` row indices.
+    """
+    if not _is_positive_int(num_rows) or num_rows < 2:
+        raise ValueError(f'num_rows must be an integer >= 2, got {num_rows!r}')
+    permutation = np.random.default_rng(_check_seed(seed)).permutation(int(num_rows))
+    half = int(num_rows) // 2
+    return permutation[:half], permutation[half:2 * half]
+
+
+def split_half_cka(X: ArrayLike, seed: SeedLike = 0) -> float:  # noqa: N803
+    """The split-half noise floor of linear CKA on one representation.
+
+    The rows of ``X`` (samples) are split into two random halves
+    (:func:`split_half_indices`) and :func:`linear_cka` compares them, row ``i`` of one
+    half with row ``i`` of the other: two samples of the same representation that share
+    nothing but their distribution. A clean-vs-corrupted CKA at this level means the
+    corruption left no more per-sample correspondence than two unrelated draws of clean
+    data. With the unbiased HSIC the expected floor is close to 0; its spread shrinks
+    with the number of rows.
+
+    Args:
+        X: ``n×d`` representation, ``n >= 8`` (each half needs 4 rows).
+        seed: seed of the split (integer ``>= 0`` or a sequence of them).
+
+    Returns:
+        float: the CKA of the two halves (NaN when a half has no variance).
+    """
+    x = _as_float64(X, 'X')
+    if x.ndim != 2:
+        raise ValueError(f'X must be an n×d feature matrix, got shape {tuple(x.shape)}')
+    if x.shape[0] < MIN_SPLIT_HALF_SAMPLES:
+        raise ValueError(f'the split-half floor needs n >= {MIN_SPLIT_HALF_SAMPLES} rows (two '
+                         f'halves of {MIN_HSIC_SAMPLES} for the unbiased HSIC), got '
+                         f'n={x.shape[0]}')
+    first, second = split_half_indices(x.shape[0], seed)
+    return linear_cka(x[torch.from_numpy(first)], x[torch.from_numpy(second)])
+
+
 # ----------------------------------------------------------------------------- streaming CKA
 class StreamingCKA:
     """Minibatch linear CKA (Nguyen, Raghu & Kornblith, 2021).
@@ -216,6 +318,47 @@ def _check_paired_tokens(clean: ArrayLike,
     return a, b
 
 
+def _cosine_last_axis(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Cosine of paired vectors along the last axis; two zero vectors 1, one zero 0."""
+    dot = (a * b).sum(-1)
+    norms = a.norm(dim=-1) * b.norm(dim=-1)
+    both_zero = (a.abs().amax(-1) == 0) & (b.abs().amax(-1) == 0)
+    cosine = torch.where(norms > 0, dot / norms.clamp_min(torch.finfo(torch.float64).tiny),
+                         torch.zeros_like(dot))
+    return torch.where(both_zero, torch.ones_like(cosine), cosine)
+
+
+def _check_paired_rows(clean: ArrayLike,
+                       corrupted: ArrayLike) -> Tuple[torch.Tensor, torch.Tensor]:
+    a, b = _as_float64(clean, 'clean'), _as_float64(corrupted, 'corrupted')
+    if a.ndim == 1 and b.ndim == 1:
+        a, b = a[None], b[None]
+    if a.ndim != 2 or b.ndim != 2 or a.shape != b.shape:
+        raise ValueError('clean and corrupted must be paired per-sample representations of '
+                         f'the same shape, N×D (or D for one sample), got {tuple(a.shape)} '
+                         f'and {tuple(b.shape)}')
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f'representations must have at least one sample and one feature, '
+                         f'got shape {tuple(a.shape)}')
+    return a, b
+
+
+def row_cosine_similarity(clean: ArrayLike, corrupted: ArrayLike) -> np.ndarray:
+    """Per-sample cosine similarity of paired representations.
+
+    For each sample ``i``: ``cos(clean[i], corrupted[i]) = <x_i, y_i> / (‖x_i‖·‖y_i‖)``.
+    Two zero vectors count as identical (cosine 1), one zero vector as 0.
+
+    Args:
+        clean, corrupted: ``N×D`` paired representations (``D`` is one sample).
+
+    Returns:
+        ``np.ndarray`` of ``N`` cosines (float64).
+    """
+    a, b = _check_paired_rows(clean, corrupted)
+    return _cosine_last_axis(a, b).numpy()
+
+
 def token_cosine_similarity(clean: ArrayLike, corrupted: ArrayLike) -> np.ndarray:
     """Per-sample mean token-wise cosine similarity.
 
@@ -230,13 +373,7 @@ def token_cosine_similarity(clean: ArrayLike, corrupted: ArrayLike) -> np.ndarra
         ``np.ndarray`` of ``B`` per-sample means (float64).
     """
     a, b = _check_paired_tokens(clean, corrupted)
-    dot = (a * b).sum(-1)
-    norms = a.norm(dim=-1) * b.norm(dim=-1)
-    both_zero = (a.abs().amax(-1) == 0) & (b.abs().amax(-1) == 0)
-    cosine = torch.where(norms > 0, dot / norms.clamp_min(torch.finfo(torch.float64).tiny),
-                         torch.zeros_like(dot))
-    cosine = torch.where(both_zero, torch.ones_like(cosine), cosine)
-    return cosine.mean(1).numpy()
+    return _cosine_last_axis(a, b).mean(1).numpy()
 
 
 class StreamingCosine:
@@ -273,19 +410,53 @@ class StreamingCosine:
 
 
 # ----------------------------------------------------------------------------- participation ratio
-class StreamingParticipationRatio:
-    """Participation ratio ``(Σλ)² / Σλ²`` of the feature covariance's eigenvalues.
+def _participation_ratio_of(matrix: torch.Tensor) -> float:
+    """``tr(M)² / ‖M‖_F²`` of a symmetric PSD matrix: ``(Σλ)² / Σλ²`` of its eigenvalues
+    without an eigendecomposition; NaN when ``M`` is zero."""
+    frobenius_sq = float((matrix * matrix).sum())
+    if not frobenius_sq > 0:
+        return float('nan')
+    return float(torch.trace(matrix)) ** 2 / frobenius_sq
 
-    Keeps the count, ``Σx`` (``d``) and ``Σxxᵀ`` (``d×d``), float64; the covariance is
-    ``(Σxxᵀ − n·μμᵀ) / (n − 1)`` and ``PR = tr(Σ)² / ‖Σ‖_F²`` (the same as from the
-    eigenvalues, without an eigendecomposition). PR is between 1 (one direction) and
-    ``d`` (isotropic).
+
+def participation_ratio(X: ArrayLike, convention: str = 'raw') -> float:  # noqa: N803
+    """Participation ratio ``(Σλ)² / Σλ²`` of a representation, in one of two conventions.
+
+    - ``'raw'`` (default): ``λ`` are the eigenvalues of ``XᵀX``, i.e. the squared singular
+      values of the activation matrix ``X`` as it is;
+    - ``'centred'``: ``λ`` are the eigenvalues of the covariance of ``X`` (each column's
+      mean removed).
+
+    PR lies between 1 (one direction) and ``min(n, d)`` (all directions equal); both
+    conventions are invariant to scaling ``X``. See :data:`PR_CONVENTIONS`.
+
+    Args:
+        X: ``n×d`` features (``...×d`` is flattened to rows); ``n >= 2`` for ``'centred'``.
+        convention: ``'raw'`` or ``'centred'``.
+
+    Returns:
+        float: the participation ratio (NaN when the matrix is zero).
+    """
+    return StreamingParticipationRatio(convention=convention).update(X).compute()
+
+
+class StreamingParticipationRatio:
+    """Participation ratio ``(Σλ)² / Σλ²`` from running sums.
+
+    Keeps the count, ``Σx`` (``d``) and ``Σxxᵀ`` (``d×d``), float64. With
+    ``convention='raw'`` the matrix is ``Σxxᵀ = XᵀX`` (the eigenvalues are the squared
+    singular values of the activation matrix); with ``'centred'`` it is the covariance
+    ``(Σxxᵀ − n·μμᵀ) / (n − 1)``. ``PR = tr(M)² / ‖M‖_F²`` (the same as from the
+    eigenvalues, without an eigendecomposition), between 1 (one direction) and ``d``
+    (isotropic). See :data:`PR_CONVENTIONS`.
 
     Args:
         dim: feature dimension ``d`` (taken from the first update when None).
+        convention: ``'raw'`` (default, the calibration study's wording) or ``'centred'``.
     """
 
-    def __init__(self, dim: Optional[int] = None) -> None:
+    def __init__(self, dim: Optional[int] = None, convention: str = 'raw') -> None:
+        self.convention = _check_pr_convention(convention)
         self.dim = dim
         self.count = 0
         self.sum_x: Optional[torch.Tensor] = None
@@ -320,6 +491,9 @@ class StreamingParticipationRatio:
         if not isinstance(other, StreamingParticipationRatio):
             raise ValueError('can only merge a StreamingParticipationRatio, got '
                              f'{type(other).__name__}')
+        if other.convention != self.convention:
+            raise ValueError(f'cannot merge a {other.convention!r} participation ratio into '
+                             f'a {self.convention!r} one')
         if other.sum_x is None:
             return self
         if self.sum_x is None:
@@ -339,23 +513,111 @@ class StreamingParticipationRatio:
         cov = (self.sum_xxt - self.count * torch.outer(mean, mean)) / (self.count - 1)
         return ((cov + cov.T) / 2).numpy()
 
+    def second_moment(self) -> np.ndarray:
+        """The raw ``d×d`` second-moment matrix ``XᵀX`` (needs at least 1 row)."""
+        if self.count < 1:
+            raise ValueError('the second-moment matrix needs at least 1 row, got 0')
+        return self.sum_xxt.numpy().copy()
+
     def compute(self) -> float:
-        """The participation ratio; NaN with fewer than 2 rows or zero variance."""
-        if self.count < 2:
+        """The participation ratio; NaN without enough rows (1 raw, 2 centred) or with a
+        zero matrix."""
+        if self.convention == 'centred':
+            if self.count < 2:
+                return float('nan')
+            return _participation_ratio_of(torch.from_numpy(self.covariance()))
+        if self.count < 1:
             return float('nan')
-        cov = torch.from_numpy(self.covariance())
-        frobenius_sq = float((cov * cov).sum())
-        if not frobenius_sq > 0:
-            return float('nan')
-        return float(torch.trace(cov)) ** 2 / frobenius_sq
+        return _participation_ratio_of(self.sum_xxt)
 
     def result(self) -> Dict[str, Optional[float]]:
-        """``{'participation_ratio', 'dim', 'num_samples'}``."""
-        return dict(participation_ratio=finite_or_none(self.compute()), dim=self.dim,
-                    num_samples=self.count)
+        """``{'participation_ratio', 'convention', 'dim', 'num_samples'}``."""
+        return dict(participation_ratio=finite_or_none(self.compute()),
+                    convention=self.convention, dim=self.dim, num_samples=self.count)
 
 
 # ----------------------------------------------------------------------------- one layer
+class SampleDriftAccumulator:
+    """Clean-vs-corrupted statistics of one layer on per-sample representations.
+
+    Every :meth:`update` adds ``B`` paired rows: one ``D``-vector per sample (image) for
+    the clean and for the corrupted input (a layer's tokens pooled per image, say). The
+    rows are kept (``N×D`` float64 per side, memory grows with the number of samples),
+    and :meth:`result` computes, on the whole ``X, Y ∈ R^{N×D}``:
+
+    - ``cka``: :func:`linear_cka` of ``X`` and ``Y`` (unbiased HSIC, one batch of all
+      ``N`` samples; needs ``N >= 4``);
+    - ``cka_floor``: :func:`split_half_cka` of ``X`` with ``floor_seed`` (needs
+      ``N >= 8``);
+    - ``cosine``: the mean over samples of ``cos(x_i, y_i)``
+      (:func:`row_cosine_similarity`);
+    - ``pr_clean``, ``pr_corrupted``: :func:`participation_ratio` of ``X`` and ``Y`` in
+      ``pr_convention``.
+
+    The result does not depend on how the samples are batched.
+
+    Args:
+        pr_convention: ``'raw'`` (default) or ``'centred'`` (:data:`PR_CONVENTIONS`).
+        floor_seed: seed of the split-half floor's split.
+    """
+
+    def __init__(self, pr_convention: str = 'raw', floor_seed: int = 0) -> None:
+        self.pr_convention = _check_pr_convention(pr_convention)
+        self.floor_seed = _check_floor_seed(floor_seed)
+        self._clean: List[torch.Tensor] = []
+        self._corrupted: List[torch.Tensor] = []
+
+    @property
+    def num_samples(self) -> int:
+        return sum(rows.shape[0] for rows in self._clean)
+
+    def update(self, clean: ArrayLike, corrupted: ArrayLike) -> 'SampleDriftAccumulator':
+        """Add ``B×D`` paired representations (``D`` is one sample)."""
+        a, b = _check_paired_rows(clean, corrupted)
+        if self._clean and a.shape[1] != self._clean[0].shape[1]:
+            raise ValueError(f'representations have {a.shape[1]} features, this accumulator '
+                             f'has {self._clean[0].shape[1]}')
+        self._clean.append(a)
+        self._corrupted.append(b)
+        return self
+
+    def merge(self, other: 'SampleDriftAccumulator') -> 'SampleDriftAccumulator':
+        """Append ``other``'s samples after this one's (in place; returns ``self``)."""
+        if not isinstance(other, SampleDriftAccumulator):
+            raise ValueError('can only merge a SampleDriftAccumulator, got '
+                             f'{type(other).__name__}')
+        if other.pr_convention != self.pr_convention:
+            raise ValueError(f'cannot merge a {other.pr_convention!r} accumulator into a '
+                             f'{self.pr_convention!r} one')
+        for a, b in zip(other._clean, other._corrupted):
+            self.update(a, b)
+        return self
+
+    def representations(self) -> Tuple[np.ndarray, np.ndarray]:
+        """``(X, Y)``: the clean and corrupted ``N×D`` representations (float64)."""
+        if not self._clean:
+            raise ValueError('no samples were added')
+        return torch.cat(self._clean).numpy(), torch.cat(self._corrupted).numpy()
+
+    def result(self) -> Dict[str, Optional[float]]:
+        """``{'cka', 'cka_floor', 'cosine', 'pr_clean', 'pr_corrupted', 'num_samples',
+        'dim'}`` (JSON-serialisable; undefined values, such as the CKA of fewer than 4
+        samples or the floor of fewer than 8, are ``None``)."""
+        n = self.num_samples
+        if n == 0:
+            return dict(cka=None, cka_floor=None, cosine=None, pr_clean=None,
+                        pr_corrupted=None, num_samples=0, dim=None)
+        x, y = torch.cat(self._clean), torch.cat(self._corrupted)
+        cka = linear_cka(x, y) if n >= MIN_HSIC_SAMPLES else float('nan')
+        floor = (split_half_cka(x, self.floor_seed) if n >= MIN_SPLIT_HALF_SAMPLES
+                 else float('nan'))
+        return dict(cka=finite_or_none(cka), cka_floor=finite_or_none(floor),
+                    cosine=finite_or_none(float(_cosine_last_axis(x, y).mean())),
+                    pr_clean=finite_or_none(participation_ratio(x, self.pr_convention)),
+                    pr_corrupted=finite_or_none(participation_ratio(y, self.pr_convention)),
+                    num_samples=n, dim=int(x.shape[1]))
+
+
 class DriftAccumulator:
     """Clean-vs-corrupted statistics of one layer, fed with paired token sets.
 
@@ -366,21 +628,37 @@ class DriftAccumulator:
     incomplete group is buffered. :meth:`flush` (called by :meth:`result`) adds the last
     incomplete group when it has at least 4 tokens.
 
+    The split-half floor is the minibatch CKA of random halves of each minibatch's clean
+    token rows (:func:`split_half_indices` seeded with ``(floor_seed, minibatch
+    index)``; minibatches with fewer than 8 tokens are left out of it). Rows of the same
+    image can meet in a pair, so at the token level the floor sits slightly above the
+    per-sample one.
+
     Args:
         samples_per_minibatch: samples whose tokens form one CKA minibatch.
+        pr_convention: ``'raw'`` (default) or ``'centred'`` (:data:`PR_CONVENTIONS`).
+        floor_seed: seed of the split-half floor's splits.
     """
 
-    def __init__(self, samples_per_minibatch: int = 8) -> None:
+    def __init__(self, samples_per_minibatch: int = 8, pr_convention: str = 'raw',
+                 floor_seed: int = 0) -> None:
         if not _is_positive_int(samples_per_minibatch):
             raise ValueError('samples_per_minibatch must be a positive integer, got '
                              f'{samples_per_minibatch!r}')
         self.samples_per_minibatch = int(samples_per_minibatch)
+        self.floor_seed = _check_floor_seed(floor_seed)
         self.cka = StreamingCKA()
+        self.floor = StreamingCKA()
         self.cosine = StreamingCosine()
-        self.pr_clean = StreamingParticipationRatio()
-        self.pr_corrupted = StreamingParticipationRatio()
+        self.pr_clean = StreamingParticipationRatio(convention=pr_convention)
+        self.pr_corrupted = StreamingParticipationRatio(convention=pr_convention)
+        self._num_fed = 0
         self._pending_clean: List[torch.Tensor] = []
         self._pending_corrupted: List[torch.Tensor] = []
+
+    @property
+    def pr_convention(self) -> str:
+        return self.pr_clean.convention
 
     def update(self, clean: ArrayLike, corrupted: ArrayLike) -> 'DriftAccumulator':
         """Add ``B×N×C`` paired token sets (``N×C`` is one sample)."""
@@ -399,8 +677,13 @@ class DriftAccumulator:
         x = torch.cat(self._pending_clean)
         y = torch.cat(self._pending_corrupted)
         self._pending_clean, self._pending_corrupted = [], []
+        index = self._num_fed
+        self._num_fed += 1
         if x.shape[0] >= MIN_HSIC_SAMPLES:
             self.cka.update(x, y)
+        if x.shape[0] >= MIN_SPLIT_HALF_SAMPLES:
+            first, second = split_half_indices(x.shape[0], [self.floor_seed, index])
+            self.floor.update(x[torch.from_numpy(first)], x[torch.from_numpy(second)])
 
     def flush(self) -> 'DriftAccumulator':
         """Add the buffered incomplete CKA minibatch (dropped if under 4 tokens)."""
@@ -415,17 +698,21 @@ class DriftAccumulator:
         self.flush()
         other.flush()
         self.cka.merge(other.cka)
+        self.floor.merge(other.floor)
         self.cosine.merge(other.cosine)
         self.pr_clean.merge(other.pr_clean)
         self.pr_corrupted.merge(other.pr_corrupted)
+        self._num_fed += other._num_fed
         return self
 
     def result(self) -> Dict[str, Optional[float]]:
-        """``{'cka', 'cosine', 'pr_clean', 'pr_corrupted', 'num_samples', 'num_tokens',
-        'num_minibatches', 'dim'}`` (JSON-serialisable; undefined values are ``None``)."""
+        """``{'cka', 'cka_floor', 'cosine', 'pr_clean', 'pr_corrupted', 'num_samples',
+        'num_tokens', 'num_minibatches', 'dim'}`` (JSON-serialisable; undefined values
+        are ``None``)."""
         self.flush()
         cka = self.cka.result()
-        return dict(cka=cka['cka'], cosine=self.cosine.result()['cosine'],
+        return dict(cka=cka['cka'], cka_floor=self.floor.result()['cka'],
+                    cosine=self.cosine.result()['cosine'],
                     pr_clean=self.pr_clean.result()['participation_ratio'],
                     pr_corrupted=self.pr_corrupted.result()['participation_ratio'],
                     num_samples=self.cosine.num_samples, num_tokens=self.pr_clean.count,

@@ -15,6 +15,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
+import torch.nn.functional as F
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 from torch import nn
@@ -23,7 +24,8 @@ from ...fileio import load_local_checkpoint
 
 __all__ = [
     'OUT_INDEX_PRESETS', 'resolve_out_indices', 'DenseViTBackbone', 'load_checkpoint_file',
-    'unwrap_state_dict', 'check_state_dict', 'CONVERTED_MARKER', 'resample_position_embedding'
+    'unwrap_state_dict', 'check_state_dict', 'CONVERTED_MARKER', 'resample_position_embedding',
+    'sincos_pos_embed_2d'
 ]
 
 #: Named choices of the 4 blocks whose outputs feed the feature pyramid.
@@ -289,20 +291,92 @@ class DenseViTBackbone(BaseModule):
 
 
 def resample_position_embedding(pos_embed: torch.Tensor, new_grid: Tuple[int, int],
-                                num_prefix_tokens: int) -> torch.Tensor:
-    """``(1, P + h·w, C)`` position embedding of a square ``h×w`` grid, resampled
-    bicubically to ``new_grid`` with the ``P`` prefix rows (class token) kept apart
-    (timm's ``resample_abs_pos_embed``)."""
-    from timm.layers import resample_abs_pos_embed
+                                num_prefix_tokens: int, antialias: bool = True,
+                                old_grid: Optional[Tuple[int, int]] = None) -> torch.Tensor:
+    """Resample a ``(1, P + h·w, C)`` position embedding to ``new_grid``.
+
+    The ``P`` prefix rows (class token) are kept apart and unchanged; the ``h×w`` grid
+    rows are resampled with ``torch.nn.functional.interpolate(mode='bicubic',
+    align_corners=False, antialias=antialias)`` in float32 and cast back.
+
+    ``antialias=True`` is timm's ``resample_abs_pos_embed`` default and open_clip's
+    ``resize_pos_embed``; ``antialias=False`` is the MAE/DeiT ``interpolate_pos_embed``
+    that the SatMAE and SatMAE++ code carries. The two differ when the grid shrinks and,
+    less, when it grows.
+
+    Args:
+        pos_embed: ``(1, P + h·w, C)`` or ``(P + h·w, C)``.
+        new_grid: ``(rows, columns)`` of the output grid.
+        num_prefix_tokens: ``P``.
+        antialias: antialiased bicubic (see above).
+        old_grid: ``(h, w)`` of the input grid; None infers a square one.
+
+    Returns:
+        ``(1, P + rows·columns, C)`` in the dtype of ``pos_embed`` (the input itself,
+        with a batch axis, when the grid is unchanged).
+
+    Raises:
+        ValueError: the rows do not form ``old_grid`` (or a square grid).
+    """
     if pos_embed.ndim == 2:
         pos_embed = pos_embed[None]
     tokens = pos_embed.shape[1] - num_prefix_tokens
-    side = int(round(tokens**0.5))
-    if side * side != tokens:
-        raise ValueError(f'position embedding with {tokens} grid rows is not a square grid '
-                         f'(shape {tuple(pos_embed.shape)}, {num_prefix_tokens} prefix rows)')
-    if (side, side) == tuple(new_grid):
+    if old_grid is None:
+        side = int(round(max(tokens, 0)**0.5))
+        old_grid = (side, side)
+    old_grid = (int(old_grid[0]), int(old_grid[1]))
+    if tokens <= 0 or old_grid[0] * old_grid[1] != tokens:
+        raise ValueError(f'position embedding with {tokens} grid rows is not a '
+                         f'{old_grid[0]}x{old_grid[1]} grid (shape {tuple(pos_embed.shape)}, '
+                         f'{num_prefix_tokens} prefix rows)')
+    new_grid = (int(new_grid[0]), int(new_grid[1]))
+    if old_grid == new_grid:
         return pos_embed
-    return resample_abs_pos_embed(pos_embed.float(), new_size=list(new_grid),
-                                  old_size=[side, side],
-                                  num_prefix_tokens=num_prefix_tokens).to(pos_embed.dtype)
+    prefix, grid = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
+    channels = grid.shape[-1]
+    grid = grid.float().reshape(1, old_grid[0], old_grid[1], channels).permute(0, 3, 1, 2)
+    grid = F.interpolate(grid, size=new_grid, mode='bicubic', align_corners=False,
+                         antialias=antialias)
+    grid = grid.permute(0, 2, 3, 1).reshape(1, new_grid[0] * new_grid[1], channels)
+    return torch.cat([prefix, grid.to(pos_embed.dtype)], dim=1)
+
+
+def sincos_pos_embed_2d(embed_dims: int, grid: Tuple[int, int],
+                        ratio: Union[float, Tuple[float, float]] = 1.0,
+                        dtype: torch.dtype = torch.float32,
+                        device: Optional[torch.device] = None) -> torch.Tensor:
+    """The MAE-family fixed 2-D sin-cos position embedding of an ``h×w`` grid, ``(h·w, D)``
+    in row-major order, without a class row.
+
+    Patch ``(i, j)`` (row ``i``, column ``j``) sits at ``(x, y) = (j·r_x, i·r_y)``; with
+    ``ω_k = 10000^(-k/(D/4))``, ``k = 0..D/4-1``, its embedding is
+    ``[sin(x·ω), cos(x·ω), sin(y·ω), cos(y·ω)]`` (the first half encodes the column).
+    ``ratio = 1`` is MAE's / SatMAE's ``get_2d_sincos_pos_embed``; Scale-MAE scales the
+    positions by its GSD ratio.
+
+    Args:
+        embed_dims: ``D``, divisible by 4.
+        grid: ``(h, w)``.
+        ratio: one position scale, or ``(row, column)`` scales.
+        dtype: the precision of the computation and of the result (MAE and SatMAE compute
+            in float64 and store float32; Scale-MAE computes in float32).
+        device: where to compute.
+
+    Raises:
+        ValueError: ``embed_dims`` is not divisible by 4.
+    """
+    if embed_dims % 4:
+        raise ValueError(f'the 2-D sin-cos position embedding needs embed_dims divisible by 4, '
+                         f'got {embed_dims}')
+    rows, cols = int(grid[0]), int(grid[1])
+    ratio_y, ratio_x = (ratio, ratio) if isinstance(ratio, (int, float)) else ratio
+    quarter = embed_dims // 4
+    omega = torch.arange(quarter, dtype=dtype, device=device) / quarter
+    omega = 1.0 / 10000**omega
+    y = torch.arange(rows, dtype=dtype, device=device) * ratio_y
+    x = torch.arange(cols, dtype=dtype, device=device) * ratio_x
+    ang_x = torch.outer(x, omega)  # (w, D/4)
+    ang_y = torch.outer(y, omega)  # (h, D/4)
+    emb_x = torch.cat([ang_x.sin(), ang_x.cos()], dim=1)[None].expand(rows, cols, -1)
+    emb_y = torch.cat([ang_y.sin(), ang_y.cos()], dim=1)[:, None].expand(rows, cols, -1)
+    return torch.cat([emb_x, emb_y], dim=-1).reshape(rows * cols, embed_dims)

@@ -9,7 +9,15 @@ to the joint embedding space (``visual.proj``) is not used for dense tasks.
 Activation: towers initialised from OpenAI's CLIP weights (OpenAI CLIP, RemoteCLIP,
 GeoRSCLIP ViT-B/32) were trained with QuickGELU (``x * sigmoid(1.702 x)``); open_clip's
 own configs (``ViT-B-32``, ``ViT-H-14`` trained on LAION, from which GeoRSCLIP ViT-H/14
-starts) use the exact GELU. Each preset therefore carries its own default.
+starts) use the exact GELU. Each preset therefore carries its own default. Which one a
+given script ran depends on how it built the tower: open_clip up to 2.28 forced
+QuickGELU for ``pretrained='openai'`` (a separate OpenAI loading path), open_clip 2.29
+and later build the named config (GELU for ``ViT-B-32``, ``ViT-L-14``) and only warn
+about the mismatch; a plain config name without a pretrained tag (RemoteCLIP's README,
+REOBench's released segmentation backbone) gives GELU in every version.
+
+Position embedding: resampled to other grids as open_clip's ``resize_pos_embed`` does
+(bicubic, antialiased, ``align_corners=False``, class row apart).
 
 Input sizes that are not a multiple of the patch size (512 or 800 pixels with patch
 14) are floored by default, exactly like the original strided patch convolution: the

@@ -18,17 +18,33 @@ Official checkpoint layout (``{'model': state_dict, 'optimizer', 'epoch', 'scale
   ``up_block2.*`` in its multi-spectral variant);
 - fine-tuned classification files (global average pooling) have ``fc_norm.*`` in
   place of ``norm.*`` and a classifier ``head.*``.
+
+Position embedding at another grid (``main_finetune.py`` of both official repositories,
+and the SatMAE backbones of REOBench's segmentation code): the fine-tuning ViT is built
+for its input size with the 2-D sin-cos embedding of that grid (zero class row); a
+checkpoint ``pos_embed`` whose shape differs is deleted *before*
+``interpolate_pos_embed`` runs, so that function (bicubic, ``align_corners=False``, no
+antialias, class row kept) never changes anything and the model keeps its own sin-cos.
+``pos_embed_resize='sincos'`` (the default) does the same; ``'bicubic'`` resamples the
+checkpoint's embedding as ``interpolate_pos_embed`` is written; ``'bicubic_antialias'``
+as timm does by default.
 """
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
+from mmengine.logging import MMLogger
 
 from ...registry import MODELS
+from .base import sincos_pos_embed_2d
 from .timm_vit import TimmViTBackbone
 
-__all__ = ['SatMAE', 'SatMAEPlusPlus', 'resolve_vit_arch', 'convert_mae_encoder_keys']
+__all__ = ['SatMAE', 'SatMAEPlusPlus', 'resolve_vit_arch', 'convert_mae_encoder_keys',
+           'POS_EMBED_RESIZE_MODES']
+
+#: How :class:`SatMAE` fits a checkpoint's position embedding laid out for another grid.
+POS_EMBED_RESIZE_MODES = ('sincos', 'bicubic', 'bicubic_antialias')
 
 _ARCH_KEYS_REQUIRED = ('embed_dims', 'depth', 'num_heads')
 _ARCH_KEYS_OPTIONAL = ('patch_size', 'mlp_ratio')
@@ -98,9 +114,10 @@ class SatMAE(TimmViTBackbone):
     """SatMAE encoder (fMoW-RGB, Cong et al. 2022) returning the token maps of
     ``out_indices`` as ``B×C×H/p×W/p``.
 
-    The checkpoint's fixed sin-cos position embedding (224×224 grid, class row) is
-    loaded into the learnable ``vit.pos_embed`` and resampled bicubically to
-    ``img_size`` at load time (and to other input sizes per forward).
+    The position embedding ``vit.pos_embed`` is learnable (as in the official
+    fine-tuning) and starts as the 2-D sin-cos of the ``img_size`` grid with a zero class
+    row. A checkpoint's embedding for the same grid is loaded as it is; one for another
+    grid (the 14×14 of the 224-px pre-training) is fitted as ``pos_embed_resize`` says.
 
     Args:
         arch: ``'l'`` (ViT-L/16: 1024 wide, 24 blocks, 16 heads; the fMoW-RGB release)
@@ -115,6 +132,14 @@ class SatMAE(TimmViTBackbone):
         drop_path_rate, frozen_stages, with_cp, init_cfg: see
             :class:`~.timm_vit.TimmViTBackbone`.
         dynamic_img_pad: pad inputs to a multiple of the patch size.
+        pos_embed_resize: how a checkpoint's embedding for another grid is fitted:
+            ``'sincos'`` (default) replaces it by the sin-cos of the model's grid, as the
+            official fine-tuning code ends up doing; ``'bicubic'`` resamples it (bicubic,
+            ``align_corners=False``, no antialias, class row kept: MAE's
+            ``interpolate_pos_embed``); ``'bicubic_antialias'`` resamples it with
+            antialiasing (timm's default, earlier versions of this package). Inputs whose
+            grid differs from ``img_size``'s are resampled at every forward, without
+            antialias unless ``'bicubic_antialias'``.
     """
     arch_zoo: Dict[str, dict] = _MAE_VIT_ZOO
     arch_family = 'satmae'
@@ -127,15 +152,60 @@ class SatMAE(TimmViTBackbone):
                  in_channels: int = 3, out_indices: Union[None, str, Sequence[int]] = None,
                  final_norm: bool = False, drop_path_rate: float = 0.0,
                  frozen_stages: int = -1, with_cp: bool = False,
-                 dynamic_img_pad: bool = False, init_cfg: Optional[dict] = None) -> None:
+                 dynamic_img_pad: bool = False, pos_embed_resize: str = 'sincos',
+                 init_cfg: Optional[dict] = None) -> None:
         spec = resolve_vit_arch(arch, self.arch_zoo, type(self).__name__)
+        if pos_embed_resize not in POS_EMBED_RESIZE_MODES:
+            raise ValueError(f'{type(self).__name__}: pos_embed_resize must be one of '
+                             f'{list(POS_EMBED_RESIZE_MODES)}, got {pos_embed_resize!r}')
+        if spec['embed_dims'] % 4:
+            raise ValueError(f"{type(self).__name__}: embed_dims must be divisible by 4 for "
+                             f"the 2-D sin-cos embedding, got {spec['embed_dims']}")
+        self.pos_embed_resize = pos_embed_resize
         super().__init__(
             img_size=img_size, patch_size=spec['patch_size'], in_channels=in_channels,
             embed_dims=spec['embed_dims'], depth=spec['depth'], num_heads=spec['num_heads'],
             mlp_ratio=spec['mlp_ratio'], qkv_bias=True, class_token=True, pre_norm=False,
-            norm_eps=1e-6, act_layer='gelu', dynamic_img_pad=dynamic_img_pad,
-            drop_path_rate=drop_path_rate, out_indices=out_indices, final_norm=final_norm,
-            frozen_stages=frozen_stages, with_cp=with_cp, init_cfg=init_cfg)
+            norm_eps=1e-6, act_layer='gelu',
+            pos_embed_antialias=pos_embed_resize == 'bicubic_antialias',
+            dynamic_img_pad=dynamic_img_pad, drop_path_rate=drop_path_rate,
+            out_indices=out_indices, final_norm=final_norm, frozen_stages=frozen_stages,
+            with_cp=with_cp, init_cfg=init_cfg)
+        self._reset_pos_embed()
+
+    def _reset_pos_embed(self) -> None:
+        with torch.no_grad():
+            self.vit.pos_embed.copy_(self.sincos_pos_embed())
+
+    def init_weights(self) -> None:
+        """Load the ``Pretrained`` checkpoint of ``init_cfg``, or initialise as the
+        official fine-tuning model does: timm's initialisation, then the sin-cos position
+        embedding of the model's grid (timm's own ``init_weights`` draws it at random)."""
+        super().init_weights()
+        if not (isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained'):
+            self._reset_pos_embed()
+
+    def sincos_pos_embed(self) -> torch.Tensor:
+        """``(1, 1 + h·w, C)``: SatMAE's fixed 2-D sin-cos embedding of the model's grid
+        (computed in float64, stored in float32) with a zero class row."""
+        grid = sincos_pos_embed_2d(self.embed_dims, self.grid_size, dtype=torch.float64)
+        return torch.cat([grid.new_zeros(1, self.embed_dims), grid]).float()[None]
+
+    def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Fit ``vit.pos_embed`` to this model's grid as ``pos_embed_resize`` says
+        (``'sincos'``: an embedding of another shape is replaced by
+        :meth:`sincos_pos_embed`; otherwise it is resampled bicubically)."""
+        pos = state_dict.get('vit.pos_embed')
+        if self.pos_embed_resize == 'sincos' and pos is not None \
+                and pos.shape[-1] == self.embed_dims and pos.numel() != self.vit.pos_embed.numel():
+            state_dict = dict(state_dict)
+            state_dict['vit.pos_embed'] = self.sincos_pos_embed().to(pos.dtype)
+            MMLogger.get_current_instance().info(
+                f'{type(self).__name__}: the checkpoint position embedding '
+                f'{tuple(pos.shape)} does not fit the {self.grid_size} grid; replaced by the '
+                "grid's 2-D sin-cos (pos_embed_resize='sincos', as the official fine-tuning)")
+            return state_dict
+        return super().adapt_state_dict(state_dict)
 
     @classmethod
     def convert_official_state_dict(cls, state_dict: Dict[str, torch.Tensor]

@@ -17,7 +17,10 @@ sets ``r = eval_base_resolution`` (default 1.0) for every image, or with
 below are those two settings. The encoder adds the embedding to the patch tokens
 before the class token (whose embedding row is zero) is prepended, which is what
 :class:`GSDSinCosPatchEmbed` does inside timm's ViT, so ``forward_intermediates``,
-gradient checkpointing and frozen stages are timm's as for the other trunks.
+gradient checkpointing and frozen stages are timm's as for the other trunks. The
+trunk's own ``pos_embed`` is then None, and timm prepends the class token in that case
+only from version 1.0.26 on (:data:`MIN_TIMM_VERSION`; older timm drops it), which
+:class:`ScaleMAE` checks when it is built.
 
 Official checkpoint layout (``scalemae-vitlarge-800.pth``: ``{'model': state_dict,
 'optimizer', 'epoch', 'scaler', 'args'}``): encoder keys as timm's ViT
@@ -32,14 +35,22 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple, Union
 
+import timm
 import torch
+from mmengine.utils import digit_version
 from timm.layers import PatchEmbed
 
 from ...registry import MODELS
+from .base import sincos_pos_embed_2d
 from .satmae import convert_mae_encoder_keys, resolve_vit_arch
 from .timm_vit import TimmViTBackbone
 
-__all__ = ['ScaleMAE', 'GSDSinCosPatchEmbed', 'gsd_sincos_pos_embed']
+__all__ = ['ScaleMAE', 'GSDSinCosPatchEmbed', 'gsd_sincos_pos_embed', 'MIN_TIMM_VERSION',
+           'check_timm_keeps_class_token']
+
+#: The first timm whose ``VisionTransformer._pos_embed`` prepends the class token when
+#: ``pos_embed`` is None (``requirements/runtime.txt`` pins it).
+MIN_TIMM_VERSION = '1.0.26'
 
 
 def gsd_sincos_pos_embed(embed_dims: int, grid: Tuple[int, int],
@@ -49,23 +60,29 @@ def gsd_sincos_pos_embed(embed_dims: int, grid: Tuple[int, int],
     in row-major order, without the (zero) class row.
 
     ``ratio`` multiplies the grid positions: one value, or ``(row, column)`` ratios.
-    Computed in float32 like the reference implementation.
+    Computed in float32 like the reference implementation (the formula is
+    :func:`~.base.sincos_pos_embed_2d`).
     """
-    if embed_dims % 4:
-        raise ValueError(f'the GSD sin-cos embedding needs embed_dims divisible by 4, '
-                         f'got {embed_dims}')
-    rows, cols = int(grid[0]), int(grid[1])
-    ratio_y, ratio_x = (ratio, ratio) if isinstance(ratio, (int, float)) else ratio
-    quarter = embed_dims // 4
-    omega = torch.arange(quarter, dtype=torch.float32, device=device) / quarter
-    omega = 1.0 / 10000**omega
-    y = torch.arange(rows, dtype=torch.float32, device=device) * ratio_y
-    x = torch.arange(cols, dtype=torch.float32, device=device) * ratio_x
-    ang_x = torch.outer(x, omega)  # (w, D/4)
-    ang_y = torch.outer(y, omega)  # (h, D/4)
-    emb_x = torch.cat([ang_x.sin(), ang_x.cos()], dim=1)[None].expand(rows, cols, -1)
-    emb_y = torch.cat([ang_y.sin(), ang_y.cos()], dim=1)[:, None].expand(rows, cols, -1)
-    return torch.cat([emb_x, emb_y], dim=-1).reshape(rows * cols, embed_dims)
+    return sincos_pos_embed_2d(embed_dims, grid, ratio, dtype=torch.float32, device=device)
+
+
+def check_timm_keeps_class_token() -> None:
+    """Raise if the installed timm drops the class token of a ViT without ``pos_embed``.
+
+    :class:`ScaleMAE` sets the trunk's ``pos_embed`` to None (its embedding is added in
+    the patch embedding). timm before :data:`MIN_TIMM_VERSION` then returned the patch
+    tokens alone from ``VisionTransformer._pos_embed``: the class token never entered
+    the blocks, and ``forward_intermediates`` cut the first patch token off as if it
+    were the class token.
+
+    Raises:
+        RuntimeError: timm is older than :data:`MIN_TIMM_VERSION`.
+    """
+    if digit_version(timm.__version__) < digit_version(MIN_TIMM_VERSION):
+        raise RuntimeError(
+            f'ScaleMAE needs timm >= {MIN_TIMM_VERSION} (installed: {timm.__version__}): '
+            'older timm drops the class token of a ViT whose pos_embed is disabled. '
+            f'Upgrade with: pip install "timm>={MIN_TIMM_VERSION}"')
 
 
 class GSDSinCosPatchEmbed(PatchEmbed):
@@ -158,6 +175,7 @@ class ScaleMAE(TimmViTBackbone):
             raise ValueError(f"ScaleMAE: embed_dims must be divisible by 4 for the 2-D "
                              f"sin-cos embedding, got {spec['embed_dims']}")
         _check_gsd_options(input_res, gsd_reference_size)
+        check_timm_keeps_class_token()
         super().__init__(
             img_size=img_size, patch_size=spec['patch_size'], in_channels=in_channels,
             embed_dims=spec['embed_dims'], depth=spec['depth'], num_heads=spec['num_heads'],
