@@ -274,7 +274,7 @@ def render_report_md(summary: RobustnessSummary,
                   '`cwECE`: classwise ECE; `AURC`/`eAURC`: area under the risk–coverage '
                   'curve and its excess over an oracle ranking; `acc@90cov`: accuracy of '
                   f'the 90 % most confident pixels. `{SCALED_CALIBRATION_PREFIX}/`: with the '
-                  'temperature fitted on clean validation pixels' +
+                  'temperature fitted on clean pixels' +
                   (f' (T = {_temperature_text(prov)})' if _temperature_text(prov) else '') +
                   '.', '']
 

@@ -529,8 +529,8 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         return record
 
     def _fit_temperature(self) -> float:
-        """The temperature fitted on clean validation pixels (``temperature.json``, reused
-        when it was fitted for the same inputs)."""
+        """The temperature fitted on clean pixels of unevaluated images (``temperature.json``,
+        reused when it was fitted for the same inputs)."""
         from mmengine.dist import is_main_process
         from mmengine.evaluator import Evaluator
         record = None if self.force else self._temperature_record()
