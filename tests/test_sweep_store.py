@@ -378,3 +378,21 @@ def test_the_sweep_tool_prints_the_paper_table_at_the_end(reference, small_data,
         numbers['clean'], numbers['per_corruption']['haze']['mean'], numbers['avg'],
         numbers['delta_tp'])]
     assert '0 conditions evaluated, 5 skipped' in '\n'.join(lines[:-3])
+
+
+def test_every_run_gets_a_log_folder_of_its_own(tmp_path):
+    """MMEngine names a run's log folder by its second: a run started in the same second as
+    the previous one waits for the next second, so a refused run never writes into (and
+    cannot restore) another run's folder."""
+    import time
+
+    from reobench_mm.robustness.store import wait_for_fresh_log_folder
+    now = time.strftime('%Y%m%d_%H%M%S')
+    (tmp_path / now).mkdir()
+    start = time.perf_counter()
+    wait_for_fresh_log_folder(str(tmp_path))
+    assert time.strftime('%Y%m%d_%H%M%S') != now
+    assert time.perf_counter() - start < 1.5
+    start = time.perf_counter()
+    wait_for_fresh_log_folder(str(tmp_path / 'empty'))  # nothing to wait for
+    assert time.perf_counter() - start < 0.05

@@ -106,7 +106,7 @@ def main() -> int:
     from reobench_mm.engine.checkpoint import (CheckpointError, load_checkpoint_strict,
                                                read_checkpoint)
     from reobench_mm.fileio import dump_json_atomic
-    from reobench_mm.robustness.store import restored_on_failure
+    from reobench_mm.robustness.store import restored_on_failure, wait_for_fresh_log_folder
     from reobench_mm.evaluation.keys import SEGMENTATION
     from reobench_mm.utils.config import prepare_test_config, tagged_path
     from reobench_mm.transforms.placement import condition_of, corruption_steps
@@ -131,6 +131,7 @@ def main() -> int:
                            if args.out and setup.task == SEGMENTATION else [])
     try:
         with restored_on_failure(cfg.work_dir, keep=dumped, outputs=outputs):
+            wait_for_fresh_log_folder(cfg.work_dir)
             runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
             if setup.dump_file is not None:
                 from mmengine.evaluator import DumpResults

@@ -54,6 +54,7 @@ __all__ = [
     'condition_record_problem', 'write_record', 'calibration_details', 'shard_manifest_path',
     'write_shard_manifest', 'merge_sweeps', 'WorkDirSnapshot', 'close_log_files',
     'missing_dirs', 'remove_empty_dirs', 'forget_runner_instances', 'restored_on_failure',
+    'wait_for_fresh_log_folder',
     'check_writable', 'write_error'
 ]
 
@@ -588,6 +589,19 @@ def forget_runner_instances(folder: str) -> None:
             backends = getattr(visualizer, '_vis_backends', {}) or {}
             if any(under(getattr(b, '_save_dir', None)) for b in backends.values()):
                 del instances[name]
+
+
+def wait_for_fresh_log_folder(work_dir: str) -> None:
+    """Return once no folder of ``work_dir`` is named after the current second.
+
+    MMEngine names a run's log folder by the second the Runner was built
+    (``YYYYmmdd_HHMMSS``). A run built in the same second as the previous one would write
+    into that run's folder, and a refused run could then not put the work dir back as it
+    was; waiting (at most a second) gives every run a folder of its own.
+    """
+    import time
+    while osp.isdir(osp.join(work_dir, time.strftime('%Y%m%d_%H%M%S'))):
+        time.sleep(0.05)
 
 
 @contextmanager

@@ -60,7 +60,7 @@ from .loops import (TEMPERATURE_FILE, RobustnessTestLoop, SweepOutcome, temperat
 from .plan import SweepPlan, default_sweep_work_dir
 from .store import (CONDITIONS_DIR, FingerprintMismatchError, SweepError, WorkDirLock,
                     WorkDirLockedError, WorkDirSnapshot, check_writable,
-                    forget_runner_instances, remove_empty_dirs)
+                    forget_runner_instances, remove_empty_dirs, wait_for_fresh_log_folder)
 
 __all__ = [
     'CheckpointMismatchError', 'FingerprintMismatchError', 'SweepOutcome', 'RobustnessSweep',
@@ -228,6 +228,7 @@ class RobustnessSweep:
         from mmengine.registry import RUNNERS
         from mmengine.runner import Runner
         cfg = self.cfg
+        wait_for_fresh_log_folder(self.work_dir)
         runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
         loop = runner.test_loop
         runner.call_hook('before_run')
