@@ -85,6 +85,21 @@ def subset_indices(num_items: int, fraction: float, seed: int = 0) -> List[int]:
     return np.sort(permutation[:size]).tolist()
 
 
+def _inner_dataset(dataset: Union[BaseDataset, dict]) -> BaseDataset:
+    """The dataset a wrapper wraps: built from its config as MMEngine's wrappers build
+    theirs (in the config's default scope), or taken as it is.
+
+    Raises:
+        TypeError: neither a config dict nor a ``BaseDataset``.
+    """
+    if isinstance(dataset, dict):
+        return MMENGINE_DATASETS.build(dataset)
+    if isinstance(dataset, BaseDataset):
+        return dataset
+    raise TypeError('dataset must be a config dict or a BaseDataset, got '
+                    f'{type(dataset).__name__}')
+
+
 @DATASETS.register_module()
 class FractionDataset:
     """A deterministic fraction of a dataset.
@@ -112,14 +127,7 @@ class FractionDataset:
                  lazy_init: bool = False) -> None:
         self.fraction = check_fraction(fraction)
         self.seed = _check_seed(seed)
-        if isinstance(dataset, dict):
-            # built like MMEngine's wrappers do: in the config's default scope
-            self.dataset = MMENGINE_DATASETS.build(dataset)
-        elif isinstance(dataset, BaseDataset):
-            self.dataset = dataset
-        else:
-            raise TypeError('dataset must be a config dict or a BaseDataset, got '
-                            f'{type(dataset).__name__}')
+        self.dataset = _inner_dataset(dataset)
         self._metainfo = self.dataset.metainfo
         self._indices: List[int] = []
         self._fully_initialized = False
@@ -314,13 +322,7 @@ class HeldOutSplitDataset:
             raise ValueError(f'part must be one of {SPLIT_PARTS}, got {part!r}')
         self.size, self.seed, self.part = size, _check_seed(seed), part
         self.stratify = bool(stratify)
-        if isinstance(dataset, dict):
-            self.dataset = MMENGINE_DATASETS.build(dataset)
-        elif isinstance(dataset, BaseDataset):
-            self.dataset = dataset
-        else:
-            raise TypeError('dataset must be a config dict or a BaseDataset, got '
-                            f'{type(dataset).__name__}')
+        self.dataset = _inner_dataset(dataset)
         self.dataset.full_init()
         count = len(self.dataset)
         strata = [sample_stratum(self.dataset.get_data_info(i)) if self.stratify else None

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..transforms.placement import is_loading_name
+from .store import SweepError
 
 __all__ = ['DecodedSampleCache', 'cache_loading_steps', 'check_cache_bytes', 'DEFAULT_MAX_BYTES']
 
@@ -28,10 +29,10 @@ def check_cache_bytes(value: Any) -> int:
     """``value`` if it is a valid cache size (an integer >= 0; 0 turns the cache off).
 
     Raises:
-        ValueError: anything else.
+        SweepError: (a ``ValueError``) anything else.
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f'decode_cache_bytes must be an integer >= 0 (0: off), got {value!r}')
+        raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got {value!r}')
     return value
 
 

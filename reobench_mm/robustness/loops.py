@@ -57,12 +57,12 @@ from ..fileio import dump_json_atomic, file_sha256, json_round_trip
 from ..registry import LOOPS
 from ..transforms.placement import (Placement, corruption_steps, place_condition,
                                     stop_live_workers)
-from ..utils.config import infer_task
+from ..utils.config import check_no_corruption_cfg, infer_task
 from .decode_cache import DEFAULT_MAX_BYTES, cache_loading_steps, check_cache_bytes
 from .fingerprint import (code_fingerprint, config_fingerprint, dataset_fingerprint,
                           result_options)
 from .plan import SweepPlan
-from .store import (CONDITIONS_DIR, ConditionStore, SweepError, WorkDirLock,
+from .store import (ConditionStore, SweepError, WorkDirLock, condition_record_name,
                     calibration_details, read_json, write_error, write_shard_manifest)
 
 __all__ = [
@@ -135,14 +135,6 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
 
 
 # ----------------------------------------------------------------------------- shared parts
-
-def _loop_cfg_problem(runner: Any) -> None:
-    cfg = getattr(runner, 'cfg', None) or {}
-    if cfg.get('corruption_cfg') is not None:
-        raise ValueError('this config sets corruption_cfg, which nothing reads; the robustness '
-                         'loops take the corruptions as test_cfg/val_cfg options; remove '
-                         'corruption_cfg')
-
 
 class _ConditionSwitching:
     """What both robustness loops do: place one switchable ``ApplyCorruption`` step before
@@ -329,12 +321,9 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                  temperature_on_test: bool = False, plots: bool = True,
                  decode_cache_bytes: int = DEFAULT_MAX_BYTES,
                  strict_checkpoint: bool = True) -> None:
-        _loop_cfg_problem(runner)
+        check_no_corruption_cfg(runner.cfg)
         self.plan = SweepPlan.create(corruptions, severities, protocol, seed, border, shard)
-        try:
-            check_cache_bytes(decode_cache_bytes)
-        except ValueError as error:
-            raise SweepError(str(error)) from None
+        check_cache_bytes(decode_cache_bytes)
         cfg = runner.cfg
         self.task = infer_task(cfg)
         self.metric_task = get_task(self.task).results_name
@@ -367,6 +356,7 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
             else None
         super().__init__(runner, dataloader, metrics, fp16)
         self._find_steps()
+        self._temperature_data: Any = None  # built by _temperature_dataset()
         if self.temperature_scaling and temperature_split is None and \
                 not temperature_on_test:
             self._check_temperature_images()
@@ -453,12 +443,8 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
             self._checkpoint_sha256 = file_sha256(checkpoint) if checkpoint and \
                 osp.isfile(checkpoint) else checkpoint
             data = dataset_fingerprint(self.dataloader.dataset)
-            if self._held_out_cfg is not None:
-                data['val'] = dataset_fingerprint(
-                    self._build_dataset(self._held_out_cfg['dataset']))
-            elif self.temperature_scaling and self.runner.cfg.get('val_dataloader'):
-                data['val'] = dataset_fingerprint(
-                    self._build_dataset(self.runner.cfg.val_dataloader.dataset))
+            if self.temperature_scaling and self._temperature_dataset() is not None:
+                data['val'] = dataset_fingerprint(self._temperature_dataset())
             plan = self.plan
             self._fingerprint = json_round_trip(dict(
                 resolved_config_sha256=config_fingerprint(self._fingerprinted_config()),
@@ -469,6 +455,20 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                 temperature_scaling=self.temperature_scaling,
                 temperature_fit=self.temperature_fit, data=data))
         return self._fingerprint
+
+    def _temperature_dataset(self) -> Any:
+        """The dataset the temperature is fitted on when it is not the test loop's own:
+        the held-out part of the split, else the ``val_dataloader``'s (None without
+        either). Built once, for the check, the fingerprint and the fit."""
+        if self._temperature_data is None:
+            if self._held_out_cfg is not None:
+                dataset_cfg = self._held_out_cfg['dataset']
+            elif self.runner.cfg.get('val_dataloader'):
+                dataset_cfg = self.runner.cfg.val_dataloader.dataset
+            else:
+                return None
+            self._temperature_data = self._build_dataset(dataset_cfg)
+        return self._temperature_data
 
     def _build_dataset(self, dataset_cfg: dict):
         """A dataset of the config built alone, in the config's default scope."""
@@ -540,12 +540,14 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         if self._held_out_cfg is not None:
             source = (f'held-out split of the test set ({self.temperature_fit["split"]} '
                       f'images, seed {self.temperature_fit["split_seed"]}; not evaluated)')
-            loader = runner.build_dataloader(self._held_out_cfg, seed=runner.seed)
+            loader = runner.build_dataloader(
+                dict(self._held_out_cfg, dataset=self._temperature_dataset()), seed=runner.seed)
         elif cfg.get('val_dataloader'):
             source = 'val_dataloader'
             if self.temperature_fit['on_test']:
                 source += ' (may share the evaluated images: temperature_on_test)'
-            loader = runner.build_dataloader(cfg.val_dataloader, seed=runner.seed)
+            loader = runner.build_dataloader(
+                dict(cfg.val_dataloader, dataset=self._temperature_dataset()), seed=runner.seed)
         else:  # the corruption steps are clean between conditions
             source = 'the evaluated test images, clean (temperature_on_test)'
             loader = self.dataloader
@@ -582,8 +584,7 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         cfg = self.runner.cfg
         tested = set(_image_names(self.dataloader.dataset))
         if cfg.get('val_dataloader'):
-            shared = tested & set(_image_names(self._build_dataset(
-                cfg.val_dataloader.dataset)))
+            shared = tested & set(_image_names(self._temperature_dataset()))
             if not shared:
                 return
             what = (f'val_dataloader shares {len(shared)} of the {len(tested)} evaluated '
@@ -737,8 +738,7 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         return write_shard_manifest(
             self.work_dir, plan.shard, task=self.metric_task, protocol=plan.protocol,
             corruptions=plan.corruptions, severities=plan.severities,
-            condition_files={c.key: osp.join(CONDITIONS_DIR, f'{c.tag}.json')
-                             for c in self.conditions},
+            condition_files={c.key: condition_record_name(c) for c in self.conditions},
             num_conditions=len(plan.all_conditions), fingerprint=self.fingerprint,
             provenance=self.provenance())
 
@@ -772,14 +772,11 @@ class RobustnessValLoop(_ConditionSwitching, ValLoop):
                      'cloud', 'gaussian_noise', 'haze'),
                  severities: Optional[Sequence[int]] = (3, ), protocol: str = 'reobench',
                  seed: int = 0, border: str = 'reflect', decode_cache_bytes: int = 0) -> None:
-        _loop_cfg_problem(runner)
+        check_no_corruption_cfg(runner.cfg)
         self.plan = SweepPlan.create(list(corruptions) if corruptions is not None else None,
                                      list(severities) if severities is not None else None,
                                      protocol, seed, border)
-        try:
-            check_cache_bytes(decode_cache_bytes)
-        except ValueError as error:
-            raise SweepError(str(error)) from None
+        check_cache_bytes(decode_cache_bytes)
         cfg = runner.cfg
         self.task = infer_task(cfg)
         self.metric_task = get_task(self.task).results_name

@@ -48,7 +48,7 @@ from .fingerprint import differing_parts
 
 __all__ = [
     'SweepError', 'WorkDirLockedError', 'FingerprintMismatchError', 'LOCK_FILE', 'WorkDirLock',
-    'ConditionStore', 'CONDITION_FORMAT',
+    'ConditionStore', 'condition_record_name', 'CONDITION_FORMAT',
     'CONDITIONS_DIR', 'SHARD_FORMAT', 'record_digest', 'seal_record', 'read_json',
     'condition_result_dict', 'record_identity_problem', 'record_consistency_problem',
     'condition_record_problem', 'write_record', 'calibration_details', 'shard_manifest_path',
@@ -309,6 +309,12 @@ def calibration_details(records: Mapping[Condition, dict]) -> Optional[dict]:
     return details
 
 
+def condition_record_name(condition: Condition) -> str:
+    """Where a condition's record lives, relative to the work dir:
+    ``conditions/<tag>.json``."""
+    return osp.join(CONDITIONS_DIR, f'{condition.tag}.json')
+
+
 class ConditionStore:
     """The condition records of one output folder (``<work_dir>/conditions/<tag>.json``),
     for one set of inputs: where a condition's record is, whether it can be reused, writing
@@ -336,7 +342,7 @@ class ConditionStore:
         self.fingerprint = fingerprint
 
     def condition_file(self, condition: Any) -> str:
-        return osp.join(self.conditions_dir, f'{self.coerce(condition).tag}.json')
+        return osp.join(self.work_dir, condition_record_name(self.coerce(condition)))
 
     def check_fingerprint(self, recorded: Any, path: str) -> None:
         """Raise :class:`FingerprintMismatchError` naming the parts of ``recorded`` that

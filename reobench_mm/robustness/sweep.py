@@ -44,7 +44,6 @@ import os.path as osp
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from mmengine.config import ConfigDict
@@ -60,7 +59,8 @@ from .loops import (TEMPERATURE_FILE, RobustnessTestLoop, SweepOutcome, temperat
 from .plan import SweepPlan, default_sweep_work_dir
 from .store import (CONDITIONS_DIR, FingerprintMismatchError, SweepError, WorkDirLock,
                     WorkDirLockedError, WorkDirSnapshot, check_writable,
-                    forget_runner_instances, remove_empty_dirs, wait_for_fresh_log_folder)
+                    condition_record_name, forget_runner_instances, remove_empty_dirs,
+                    wait_for_fresh_log_folder)
 
 __all__ = [
     'CheckpointMismatchError', 'FingerprintMismatchError', 'SweepOutcome', 'RobustnessSweep',
@@ -111,10 +111,7 @@ class RobustnessSweep:
                  temperature_split_seed: int = 0, temperature_on_test: bool = False,
                  decode_cache_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.plan = SweepPlan.create(corruptions, severities, protocol, seed, border, shard)
-        try:
-            check_cache_bytes(decode_cache_bytes)
-        except ValueError as error:
-            raise SweepError(str(error)) from None
+        check_cache_bytes(decode_cache_bytes)
         if not osp.isfile(config):
             raise FileNotFoundError(f'config {config!r} does not exist')
         if not osp.isfile(checkpoint):
@@ -174,7 +171,7 @@ class RobustnessSweep:
         return self.plan.all_conditions
 
     def condition_file(self, condition: Any) -> str:
-        return osp.join(self.conditions_dir, f'{self.plan.condition(condition).tag}.json')
+        return osp.join(self.work_dir, condition_record_name(self.plan.condition(condition)))
 
     @property
     def decode_caches(self) -> list:
@@ -251,7 +248,7 @@ class RobustnessSweep:
 
     # ------------------------------------------------------------------ run
     @contextmanager
-    def _work_dir_guard(self, main: bool) -> Iterator['_RunState']:
+    def _work_dir_guard(self, main: bool) -> Iterator[None]:
         """Hold the work dir's lock (rank 0, taken before the Runner is built) for a run,
         and put the work dir back as it was when the run fails before it evaluated
         anything: the files and folders that appeared are removed (the Runner's log
@@ -260,24 +257,23 @@ class RobustnessSweep:
         removed."""
         if not osp.isdir(self.conditions_dir):  # removed by an earlier refused run
             self._created_dirs = check_writable(self.conditions_dir)
-        state = _RunState(self._lock)
         dumped = [osp.basename(self.cfg.filename)] if self.cfg.filename else []
         snapshot = WorkDirSnapshot(self.work_dir, keep=dumped) if main else None
         undo = False
         try:
             if main:
-                state.lock.acquire()
-            yield state
+                self._lock.acquire()
+            yield
         except BaseException as error:
             undo = main and not (self.loop is not None and self.loop.evaluating) and \
                 not isinstance(error, WorkDirLockedError)
             if undo:
                 for name in snapshot.new_entries():
                     forget_runner_instances(osp.join(self.work_dir, name))
-                snapshot.restore(spare=[osp.basename(state.lock.path)])
+                snapshot.restore(spare=[osp.basename(self._lock.path)])
             raise
         finally:
-            state.lock.release()
+            self._lock.release()
             if undo:
                 remove_empty_dirs(self._created_dirs)
 
@@ -322,12 +318,6 @@ class RobustnessSweep:
         self.build()
         return {condition: ConditionResult.from_dict(record['result'])
                 for condition, record in self.loop.load_records(conditions).items()}
-
-
-@dataclass
-class _RunState:
-    """The lock of a run."""
-    lock: WorkDirLock
 
 
 def run_sweep(config: str, checkpoint: str, *,
