@@ -21,7 +21,7 @@ def tiny_backbone(name, patch_size=None, **options):
 
 
 def test_the_paper_backbones_are_registered():
-    assert {'RVSA', 'SatMAE', 'SatMAEPlusPlus', 'ScaleMAE',
+    assert {'RVSA', 'ViTAENCRVSA', 'SatMAE', 'SatMAEPlusPlus', 'ScaleMAE',
             'CLIPVisionTransformer'} <= set(BACKBONES)
 
 
@@ -166,6 +166,73 @@ def test_layer_decay_groups_on_an_mmseg_upernet():
             type='ViTLayerDecayOptimWrapperConstructor',
             optim_wrapper_cfg=dict(optimizer=dict(type='AdamW', lr=1e-4)),
             paramwise_cfg=dict(decay_rate=0.9)))
+
+
+def _recipe_layer(name, num_max_layer):
+    """The RVSA recipe's ``get_num_layer_for_vit`` (REOBench's segmentation configs),
+    written out from its published description."""
+    if name in ('backbone.cls_token', 'backbone.mask_token', 'backbone.pos_embed') \
+            or name.startswith('backbone.patch_embed'):
+        return 0
+    if name.startswith('backbone.blocks'):
+        return int(name.split('.')[2]) + 1
+    return num_max_layer - 1
+
+
+def _recipe_optimizer(model, rule, num_layers=12):
+    return OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
+        type='ViTLayerDecayOptimWrapperConstructor',
+        optim_wrapper_cfg=dict(optimizer=dict(type='AdamW', lr=6e-5, weight_decay=0.05)),
+        paramwise_cfg=dict(layer_decay_rate=0.9, num_layers=num_layers,
+                           layer_ids=rule)))(model).optimizer
+
+
+@pytest.mark.parametrize('backbone', ['RVSA', 'ViTAENCRVSA'])
+def test_recipe_layer_ids_equal_the_rvsa_recipe_rule(backbone):
+    """``layer_ids='recipe_blocks'``: num_layers from the config (2 here for a 4-block
+    model, as REOBench gives 12 to 24-block models), deep blocks above the base lr, the
+    recipe's weight-decay exclusions."""
+    model = _segmentor(backbone)
+    optimizer = _recipe_optimizer(model, 'recipe_blocks', num_layers=2)
+    seen = 0
+    for name, param in model.named_parameters():
+        group = parameter_group_of(optimizer, name)
+        layer = _recipe_layer(name, 2 + 2)
+        assert group['lr'] == pytest.approx(6e-5 * 0.9**(2 + 2 - 1 - layer)), name
+        no_decay = param.ndim == 1 or name.endswith('.bias') or any(
+            k in name for k in ('pos_embed', 'cls_token', 'rel_pos_'))
+        assert group['weight_decay'] == (0.0 if no_decay else 0.05), name
+        seen += 1
+    assert seen == len(list(model.parameters()))
+    assert parameter_group_of(optimizer, 'backbone.blocks.3.mlp.fc1.weight')['lr'] == \
+        pytest.approx(6e-5 / 0.9)  # block 3 → layer 4 > num_layers + 1: scale 0.9^-1
+    if backbone == 'RVSA':  # a 2-D bias table is decayed by the recipe, not by default
+        name = 'backbone.blocks.0.attn.relative_position_bias_table'
+        assert parameter_group_of(optimizer, name)['weight_decay'] == 0.05
+
+
+def test_recipe_rules_on_wrapped_blocks_and_without_decay():
+    model = _segmentor('SatMAE')  # blocks under backbone.vit.blocks: the recipe's blocks
+    optimizer = _recipe_optimizer(model, 'recipe_blocks')
+    group = lambda name: parameter_group_of(optimizer, name)  # noqa: E731
+    assert group('backbone.vit.blocks.2.attn.qkv.weight')['lr'] == \
+        pytest.approx(6e-5 * 0.9**(14 - 1 - 3))
+    assert group('backbone.vit.pos_embed')['lr'] == pytest.approx(6e-5 * 0.9**13)
+    assert group('decode_head.conv_seg.weight')['lr'] == pytest.approx(6e-5)
+    flat = _recipe_optimizer(model, 'recipe_none')
+    assert {g['lr'] for g in flat.param_groups} == {6e-5}
+    assert parameter_group_of(flat, 'backbone.vit.blocks.0.attn.qkv.weight')['weight_decay'] \
+        == 0.05
+    with pytest.raises(ValueError, match='needs num_layers'):
+        OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
+            type='ViTLayerDecayOptimWrapperConstructor',
+            optim_wrapper_cfg=dict(optimizer=dict(type='AdamW', lr=1e-4)),
+            paramwise_cfg=dict(layer_decay_rate=0.9, layer_ids='recipe_blocks')))
+    with pytest.raises(ValueError, match='layer_ids must be one of'):
+        OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
+            type='ViTLayerDecayOptimWrapperConstructor',
+            optim_wrapper_cfg=dict(optimizer=dict(type='AdamW', lr=1e-4)),
+            paramwise_cfg=dict(layer_decay_rate=0.9, num_layers=12, layer_ids='blocks')))
 
 
 @pytest.mark.parametrize('name', BACKBONES)

@@ -29,7 +29,11 @@ def tiny_rvsa(**kwargs) -> RVSA:
 def split_qkv(attn, x):
     """q, k, v as ``B×H×W×heads×hd`` from the module's qkv weights."""
     B, H, W, C = x.shape
-    qkv = x @ attn.qkv.weight.t() + attn.qkv.bias
+    if getattr(attn, 'q_bias', None) is not None:  # separate q/v biases, no key bias
+        bias = torch.cat([attn.q_bias, torch.zeros(C), attn.v_bias])
+    else:
+        bias = attn.qkv.bias
+    qkv = x @ attn.qkv.weight.t() + bias
     return [t.reshape(B, H, W, attn.num_heads, C // attn.num_heads)
             for t in qkv.split(C, dim=-1)]
 
@@ -155,7 +159,11 @@ def randomise_projections(attn, std=0.2):
     with torch.no_grad():
         for linear in (attn.qkv, attn.proj):
             linear.weight.copy_(std * torch.randn(linear.weight.shape, generator=gen))
-            linear.bias.copy_(std * torch.randn(linear.bias.shape, generator=gen))
+            if linear.bias is not None:
+                linear.bias.copy_(std * torch.randn(linear.bias.shape, generator=gen))
+        for bias in (getattr(attn, 'q_bias', None), getattr(attn, 'v_bias', None)):
+            if bias is not None:
+                bias.copy_(std * torch.randn(bias.shape, generator=gen))
 
 
 def randomise_tables(attn, std=0.5, seed=3):

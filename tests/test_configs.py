@@ -36,7 +36,7 @@ def _config_names(paths):
 
 
 def test_one_config_per_backbone_and_task():
-    assert len(SEG_CONFIGS) == len(DET_CONFIGS) == 8
+    assert len(SEG_CONFIGS) == len(DET_CONFIGS) == len(BACKBONES)
     kinds = {Config.fromfile(p).model.backbone.type for p in SEG_CONFIGS + DET_CONFIGS}
     assert kinds == set(dense_backbone_types()) - {'TimmViTBackbone'}
 
@@ -138,6 +138,8 @@ L_SEG = 'vit24_reobench_segmentation'
 BACKBONES = {
     'rvsa-b': ('RVSA', 'b', 'vit-b-checkpoint-1599.pth', 768, 16, IMAGENET,
                'vit12', ('vit12', False)),
+    'vitae-nc-rvsa-b': ('ViTAENCRVSA', 'b', 'vitae-b-checkpoint-1599-transform-no-average.pth',
+                        768, 16, IMAGENET, 'vit12', ('vit12', False)),
     'satmae-l': ('SatMAE', 'l', 'fmow_pretrain.pth', 1024, 16, FMOW_RGB,
                  L_SEG, ('vit24', True)),
     'satmaepp-l': ('SatMAEPlusPlus', 'l', 'checkpoint_ViT-L_pretrain_fmow_rgb.pth', 1024, 16,

@@ -7,9 +7,11 @@ from .rvsa import RVSA
 from .satmae import SatMAE, SatMAEPlusPlus
 from .scale_mae import ScaleMAE
 from .timm_vit import TimmViTBackbone
+from .vitae_rvsa import ViTAENCRVSA
 
 __all__ = [
-    'DenseViTBackbone', 'TimmViTBackbone', 'RVSA', 'SatMAE', 'SatMAEPlusPlus', 'ScaleMAE',
+    'DenseViTBackbone', 'TimmViTBackbone', 'RVSA', 'ViTAENCRVSA', 'SatMAE', 'SatMAEPlusPlus',
+    'ScaleMAE',
     'CLIPVisionTransformer', 'OUT_INDEX_PRESETS', 'resolve_out_indices',
     'load_checkpoint_file', 'unwrap_state_dict', 'check_state_dict',
     'resample_position_embedding'

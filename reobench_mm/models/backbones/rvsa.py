@@ -39,7 +39,8 @@ from ...registry import MODELS
 from .base import DenseViTBackbone, resample_position_embedding
 
 __all__ = ['RVSA', 'RVSABlock', 'RotatedWindowAttention', 'GlobalRelPosAttention',
-           'window_relative_position_index', 'SAMPLING_INITS', 'PYRAMID_SOURCES']
+           'window_relative_position_index', 'make_qkv_projection', 'project_qkv',
+           'SAMPLING_INITS', 'PYRAMID_SOURCES']
 
 #: Initialisations of the window blocks' offset/scale/angle predictors (1×1 convs).
 #: ``'torch_default'``: PyTorch's default ``Conv2d`` initialisation, what the published
@@ -70,6 +71,29 @@ def _resize_rel_pos_table(table: torch.Tensor, length: int) -> torch.Tensor:
         return table
     resized = F.interpolate(table.float().t()[None], size=length, mode='linear')
     return resized[0].t().to(table.dtype)
+
+
+def make_qkv_projection(module: nn.Module, dim: int, bias: Union[bool, str]) -> None:
+    """Give ``module`` a fused ``qkv`` linear layer of ``dim → 3·dim`` and, for
+    ``bias='qv'``, the parameters ``q_bias`` and ``v_bias`` (zero-initialised); see
+    :func:`project_qkv`."""
+    if bias not in (True, False, 'qv'):
+        raise ValueError(f"qkv_bias must be True, False or 'qv', got {bias!r}")
+    module.qkv = nn.Linear(dim, dim * 3, bias=bias is True)
+    if bias == 'qv':
+        module.q_bias = nn.Parameter(torch.zeros(dim))
+        module.v_bias = nn.Parameter(torch.zeros(dim))
+    else:
+        module.q_bias = module.v_bias = None
+
+
+def project_qkv(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``x @ qkv.weightᵀ`` plus the bias of :func:`make_qkv_projection`'s mode
+    (``[q_bias, 0, v_bias]`` for ``'qv'``)."""
+    if module.q_bias is None:
+        return module.qkv(x)
+    bias = torch.cat((module.q_bias, torch.zeros_like(module.v_bias), module.v_bias))
+    return F.linear(x, module.qkv.weight, bias)
 
 
 def window_relative_position_index(window_size: int) -> torch.Tensor:
@@ -132,12 +156,14 @@ class RotatedWindowAttention(nn.Module):
         dim: channels.
         num_heads: attention heads.
         window_size: window side (7 in RVSA).
-        qkv_bias: bias of the qkv projection.
+        qkv_bias: bias of the qkv projection: ``True`` (one fused bias), ``'qv'``
+            (separate ``q_bias``/``v_bias``, no key bias) or ``False``.
         sampling_init: initialisation of the predictors, one of :data:`SAMPLING_INITS`.
     """
 
     def __init__(self, dim: int, num_heads: int, window_size: int = 7,
-                 qkv_bias: bool = True, sampling_init: str = 'torch_default') -> None:
+                 qkv_bias: Union[bool, str] = True,
+                 sampling_init: str = 'torch_default') -> None:
         super().__init__()
         if dim % num_heads:
             raise ValueError(f'embed_dims {dim} is not divisible by num_heads {num_heads}')
@@ -150,7 +176,7 @@ class RotatedWindowAttention(nn.Module):
         self.head_dim = dim // num_heads
         self.window_size = window_size
         self.scale = self.head_dim**-0.5
-        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        make_qkv_projection(self, dim, qkv_bias)
         self.proj = nn.Linear(dim, dim)
         self.sampling_offsets = self._predictor(dim, num_heads * 2)
         self.sampling_scales = self._predictor(dim, num_heads * 2)
@@ -233,7 +259,7 @@ class RotatedWindowAttention(nn.Module):
         nh, nw = Hp // ws, Wp // ws
 
         grid = self.sampling_grid(F.pad(x.permute(0, 3, 1, 2), padding), (H, W))
-        qkv = F.pad(self.qkv(x).permute(0, 3, 1, 2), padding)  # B, 3C, Hp, Wp
+        qkv = F.pad(project_qkv(self, x).permute(0, 3, 1, 2), padding)  # B, 3C, Hp, Wp
         q, k, v = qkv.reshape(B, 3, heads * hd, Hp, Wp).unbind(1)
         k, v = (F.grid_sample(t.reshape(B * heads, hd, Hp, Wp).float(), grid,
                               mode='bilinear', padding_mode='zeros',
@@ -260,14 +286,14 @@ class GlobalRelPosAttention(nn.Module):
     """
 
     def __init__(self, dim: int, num_heads: int, grid_size: Tuple[int, int],
-                 qkv_bias: bool = True) -> None:
+                 qkv_bias: Union[bool, str] = True) -> None:
         super().__init__()
         if dim % num_heads:
             raise ValueError(f'embed_dims {dim} is not divisible by num_heads {num_heads}')
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.scale = self.head_dim**-0.5
-        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        make_qkv_projection(self, dim, qkv_bias)
         self.proj = nn.Linear(dim, dim)
         self.rel_pos_h = nn.Parameter(torch.zeros(2 * grid_size[0] - 1, self.head_dim))
         self.rel_pos_w = nn.Parameter(torch.zeros(2 * grid_size[1] - 1, self.head_dim))
@@ -275,7 +301,8 @@ class GlobalRelPosAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, H, W, C = x.shape
         N, heads, hd = H * W, self.num_heads, self.head_dim
-        q, k, v = self.qkv(x).reshape(B, N, 3, heads, hd).permute(2, 0, 3, 1, 4).unbind(0)
+        qkv = project_qkv(self, x).reshape(B, N, 3, heads, hd)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         q = q * self.scale
         bias = get_decomposed_rel_pos_bias(q.reshape(B * heads, N, hd), self.rel_pos_h,
                                            self.rel_pos_w, (H, W), (H, W))
@@ -288,7 +315,7 @@ class RVSABlock(nn.Module):
     """Pre-norm transformer block on ``B×H×W×C`` maps with global or rotated window
     attention (timm's ``Mlp`` and ``DropPath``)."""
 
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float, qkv_bias: bool,
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float, qkv_bias: Union[bool, str],
                  norm_eps: float, drop_path: float, window: bool, window_size: int,
                  grid_size: Tuple[int, int], sampling_init: str = 'torch_default') -> None:
         super().__init__()
@@ -369,6 +396,8 @@ class RVSA(DenseViTBackbone):
     #: built-in simple feature pyramid); :meth:`convert_official_pyramid` maps them.
     official_pyramid_keys = ('fpn1.*', 'fpn2.*', 'fpn3.*', 'fpn4.*')
     arch_family = 'rvsa'
+    #: the block class (a subclass swaps in its own, e.g. the ViTAE normal cell)
+    block_type = RVSABlock
     no_weight_decay_keywords = ('pos_embed', 'rel_pos_h', 'rel_pos_w')
 
     def __init__(self, arch: Union[str, dict] = 'b', img_size: Union[int, Tuple[int, int]] = 512,
@@ -435,13 +464,20 @@ class RVSA(DenseViTBackbone):
             torch.zeros(1, self.grid_size[0] * self.grid_size[1], self.embed_dims))
         rates = torch.linspace(0, drop_path_rate, depth).tolist()
         self.blocks = nn.ModuleList([
-            RVSABlock(self.embed_dims, self.num_heads, cfg['mlp_ratio'], qkv_bias, norm_eps,
-                      rates[i], window=i not in global_indices, window_size=self.window_size,
-                      grid_size=self.grid_size, sampling_init=sampling_init)
+            self.block_type(self.embed_dims, self.num_heads, cfg['mlp_ratio'],
+                            self.qkv_bias_mode(qkv_bias), norm_eps, rates[i],
+                            window=i not in global_indices, window_size=self.window_size,
+                            grid_size=self.grid_size, sampling_init=sampling_init)
             for i in range(depth)
         ])
         self.norm = nn.LayerNorm(self.embed_dims, eps=norm_eps) if final_norm else None
         self._init_parameters()
+
+    @staticmethod
+    def qkv_bias_mode(qkv_bias: bool) -> Union[bool, str]:
+        """The attention modules' ``qkv_bias`` for this backbone's ``qkv_bias`` flag (a
+        fused bias here; a subclass may map it to separate q/v biases)."""
+        return bool(qkv_bias)
 
     @classmethod
     def _resolve_arch(cls, arch: Union[str, dict]) -> dict:
