@@ -154,6 +154,8 @@ BACKBONES = {
                        CLIP, L_SEG, ('vit24', True)),
     'georsclip-h14': ('CLIPVisionTransformer', 'ViT-H/14', 'RS5M_ViT-H-14.pt', 1280, 14, CLIP,
                       'vit32', ('vit32', True)),
+    'georsclip-l14': ('CLIPVisionTransformer', 'ViT-L/14', 'RS5M_ViT-L-14.pt', 1024, 14, CLIP,
+                      L_SEG, ('vit24', True)),
 }
 BACKBONE_BASES = sorted(glob.glob(osp.join(ROOT, 'configs/_base_/backbones/*.py')))
 

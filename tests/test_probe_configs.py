@@ -21,7 +21,8 @@ DEMO_PROBE_CONFIG = osp.join(PROJECT_ROOT, 'configs', 'demo',
 BACKBONE_BASES = sorted(glob.glob(osp.join(PROJECT_ROOT, 'configs/_base_/backbones/*.py')))
 #: backbone base -> number of blocks of its trunk (ViT-B 12, ViT-L 24, ViT-H 32)
 DEPTHS = {'rvsa-b': 12, 'vitae-nc-rvsa-b': 12, 'satmae-l': 24, 'satmaepp-l': 24, 'scalemae-l': 24,
-          'remoteclip-b32': 12, 'georsclip-b32': 12, 'remoteclip-l14': 24, 'georsclip-h14': 32}
+          'remoteclip-b32': 12, 'georsclip-b32': 12, 'remoteclip-l14': 24, 'georsclip-h14': 32,
+          'georsclip-l14': 24}
 TINY_CHANNELS, TINY_DEPTH, NUM_CLASSES = 32, 4, 6
 
 

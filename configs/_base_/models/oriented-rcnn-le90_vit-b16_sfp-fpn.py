@@ -18,6 +18,8 @@ model = dict(
     roi_head=dict(
         bbox_roi_extractor=dict(out_channels=fpn_channels),
         bbox_head=dict(in_channels=fpn_channels, fc_out_channels=1024, num_classes=20)),
-    # MMRotate's Oriented R-CNN proposal budgets for full-size images
-    train_cfg=dict(rpn_proposal=dict(nms_pre=2000, max_per_img=2000)),
+    # MMRotate's Oriented R-CNN proposal budgets and R-CNN sample of 512 RoIs per image
+    # for full-size images (the REOBench authors' value too; the demo model samples 256)
+    train_cfg=dict(rpn_proposal=dict(nms_pre=2000, max_per_img=2000),
+                   rcnn=dict(sampler=dict(num=512))),
     test_cfg=dict(rpn=dict(nms_pre=2000, max_per_img=2000), rcnn=dict(max_per_img=2000)))

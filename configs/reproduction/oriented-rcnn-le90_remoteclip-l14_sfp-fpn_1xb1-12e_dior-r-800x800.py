@@ -1,0 +1,27 @@
+# REOBench reproduction: Oriented R-CNN (le90) on DIOR-R 800x800 with the RemoteCLIP ViT-L/14
+# visual tower, as lx709/REOBench: Detection/configs/DIOR/RemoteCLIP_large.py ran it (task
+# settings in ../_base_/tasks/oriented-rcnn_dior-r_reobench_patch14.py).
+_base_ = [
+    '../_base_/tasks/oriented-rcnn_dior-r_reobench_patch14.py',
+    '../_base_/backbones/remoteclip-l14.py'
+]
+# RemoteCLIP-ViT-L-14.pt: RemoteCLIP_large.py itself sets pretrained=None (the path
+# commented out), its evaluation copies (Detection/configs/DIOR/eval/RemoteCLIP_large/)
+# name the file; a detector trained from random weights is not what the row reports.
+model = dict(
+    backbone=dict(
+        _base_.backbone,
+        # GELU, no stochastic depth: the tower as the authors' CLIP class builds it
+        # (lx709/REOBench: Segmentation/mmseg/models/backbones/CLIP.py calls
+        # open_clip.create_model_and_transforms('ViT-L-14') without a pretrained tag;
+        # the MMRotate copy that RemoteCLIP_large.py names is not released)
+        act_layer='gelu',
+        drop_path_rate=0.0,
+        # which blocks the authors' detector read is not recoverable: their CLIP class
+        # returns the forward_features of an open_clip fork that is not released; the
+        # recommended config's choice
+        out_indices='vit24',
+        final_norm=True),
+    # stride-14 tokens scaled x4/x2/x1/x1/2 without resampling (see the task base)
+    neck=[dict(_base_.model.neck[0], in_channels=_base_.vit_channels, patch_size=16),
+          dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])
