@@ -31,6 +31,7 @@ from typing import Optional, Type
 
 from mmengine.config import Config
 from mmengine.config.utils import MODULE2PACKAGE
+from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import LOOPS as MMENGINE_LOOPS
@@ -42,7 +43,8 @@ from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import DefaultScope, Registry
 
 __all__ = [
-    'PluginRegistry', 'MODELS', 'TRANSFORMS', 'DATASETS', 'METRICS', 'HOOKS', 'LOOPS',
+    'PluginRegistry', 'MODELS', 'TRANSFORMS', 'DATASETS', 'DATA_SAMPLERS', 'METRICS', 'HOOKS',
+    'LOOPS',
     'OPTIM_WRAPPER_CONSTRUCTORS', 'PLUGIN', 'ensure_custom_imports'
 ]
 
@@ -98,6 +100,7 @@ class PluginRegistry(Registry):
 MODELS = PluginRegistry(MMENGINE_MODELS, locations=['reobench_mm.models'])
 TRANSFORMS = PluginRegistry(MMENGINE_TRANSFORMS, locations=['reobench_mm.transforms'])
 DATASETS = PluginRegistry(MMENGINE_DATASETS, locations=['reobench_mm.datasets'])
+DATA_SAMPLERS = PluginRegistry(MMENGINE_DATA_SAMPLERS, locations=['reobench_mm.datasets'])
 METRICS = PluginRegistry(MMENGINE_METRICS, locations=['reobench_mm.evaluation'])
 HOOKS = PluginRegistry(MMENGINE_HOOKS, locations=['reobench_mm.engine'])
 LOOPS = PluginRegistry(MMENGINE_LOOPS, locations=['reobench_mm.engine'])

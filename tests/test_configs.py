@@ -15,8 +15,12 @@ from reobench_mm.models.backbones.convert import dense_backbone_types
 from reobench_mm.transforms.placement import corruption_position, transform_name
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
-SEG_CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs/upernet/*.py')))
-DET_CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs/oriented_rcnn/*.py')))
+SEG_CONFIGS = sorted(p for p in glob.glob(osp.join(ROOT, 'configs/upernet/*.py'))
+                     if not p.endswith('_robust.py'))
+DET_CONFIGS = sorted(p for p in glob.glob(osp.join(ROOT, 'configs/oriented_rcnn/*.py'))
+                     if not p.endswith('_robust.py'))
+#: the corruption-aware training variant of every task config (tests/test_robust_configs.py)
+ROBUST_CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs/*/*_robust.py')))
 TINY_CHANNELS = 32
 
 

@@ -216,16 +216,38 @@ def render_report_md(summary: RobustnessSummary,
         rows.append([category, str(len(scores.corruptions)), fmt_number(scores.avg),
                      fmt_number(scores.delta_tp), fmt_number(scores.mpc),
                      fmt_number(100 * scores.rpc)])
+    if summary.held_out is not None:
+        held = summary.held_out
+        rows.append(['held out from training', str(len(held.corruptions)),
+                     fmt_number(held.avg), fmt_number(held.delta_tp), fmt_number(held.mpc),
+                     fmt_number(100 * held.rpc)])
     lines += markdown_table(['Corruptions', 'Count', 'Avg', 'ΔTP', 'mPC', 'rPC (%)'], rows)
     lines += ['', 'mPC is the mean over every included (corruption, severity); '
               'rPC = mPC / Clean.', '']
+    if summary.seen_in_training:
+        seen = [n for n in summary.corruptions if n in summary.seen_in_training]
+        lines += ['## Corruptions seen in training', '',
+                  f'The training pipeline of this model corrupted images with: '
+                  f'{", ".join(summary.seen_in_training)}. Scores over those corruptions '
+                  'measure how well the model learnt them, not robustness to unseen '
+                  'shifts; they are marked † below.', '']
+        if summary.held_out is None:
+            lines += ['**Every evaluated corruption was seen in training: there is no '
+                      'held-out score.**', '']
+        else:
+            lines += [f'Held out (not seen in training, {len(summary.held_out.corruptions)}): '
+                      f'{", ".join(summary.held_out.corruptions)}; Avg '
+                      f'{fmt_number(summary.held_out.avg)}, ΔTP '
+                      f'{fmt_number(summary.held_out.delta_tp)}. Seen and evaluated: '
+                      f'{", ".join(seen) or "none"}.', '']
 
     lines += ['## Per severity', '']
     severities = list(summary.severities)
     rows = []
     for name in summary.corruptions:
         values = summary.per_severity[name]
-        rows.append([name, summary.category(name)]
+        mark = ' †' if name in summary.seen_in_training else ''
+        rows.append([name + mark, summary.category(name)]
                     + [fmt_number(values.get(s)) for s in severities]
                     + [fmt_number(summary.per_corruption[name]),
                        fmt_number(summary.clean - summary.per_corruption[name])])
@@ -341,8 +363,8 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                  expected_severities: Optional[Sequence[int]] = None,
                  provenance: Optional[Mapping[str, Any]] = None,
                  plots: bool = True,
-                 calibration_details: Optional[Mapping[Any, Mapping[str, Any]]] = None
-                 ) -> Report:
+                 calibration_details: Optional[Mapping[Any, Mapping[str, Any]]] = None,
+                 seen_in_training: Optional[Sequence[str]] = None) -> Report:
     """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
     ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
     ``drop_by_corruption.png`` into ``out_dir``. A ready
@@ -353,12 +375,15 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     (``{condition: {prefix: details with 'reliability'}}``, as the sweep records them)
     also ``reliability_diagrams.png`` (and ``reliability_diagrams_ts.png`` for the
     temperature-scaled metrics) and, for segmentation, ``risk_coverage.png``: clean vs
-    the strongest severity of each corruption."""
+    the strongest severity of each corruption. ``seen_in_training`` (corruptions the
+    model's training pipeline applied) adds the held-out scores and marks the seen
+    corruptions (see :func:`aggregate`)."""
     if isinstance(results, RobustnessSummary):
         summary = results
     else:
         summary = aggregate(results, protocol=protocol, task=task, metric=metric,
-                            expected_severities=expected_severities)
+                            expected_severities=expected_severities,
+                            seen_in_training=seen_in_training)
     os.makedirs(out_dir, exist_ok=True)
     report = Report(summary)
     path = lambda name: osp.join(out_dir, name)  # noqa: E731
@@ -424,6 +449,8 @@ def load_condition_results(path: str, protocol: Optional[str] = None
 def summary_from_results_json(path: str) -> RobustnessSummary:
     """Re-aggregate the conditions stored in a ``results.json``."""
     numbers = load_results_json(path)['numbers']
+    seen = (numbers.get('training') or {}).get('seen_corruptions')
     return aggregate(load_condition_results(path), protocol=numbers['protocol'],
                      task=numbers.get('task'), metric=numbers.get('metric'),
-                     expected_severities=numbers['included']['severities'])
+                     expected_severities=numbers['included']['severities'],
+                     seen_in_training=seen)

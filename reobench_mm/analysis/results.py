@@ -44,7 +44,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..corruptions import CATEGORIES, get_corruption, list_corruptions
-from ..corruptions.base import check_protocol
+from ..corruptions.base import check_protocol, resolve_corruptions
 from ..corruptions.condition import CLEAN_NAME, Condition
 from ..evaluation.keys import RESULTS_TASKS, results_task
 from ..fileio import nan_to_null
@@ -456,6 +456,11 @@ class RobustnessSummary:
             per-class values for the same classes.
         extra: extra metric -> ``{'clean', 'per_corruption', 'avg'}`` for the extra
             metrics every condition has.
+        seen_in_training: the corruptions the model's training pipeline could apply
+            (empty: none, or not known).
+        held_out: the scores over the included corruptions *not* in
+            ``seen_in_training`` (None when nothing was seen, or everything included
+            was seen).
     """
     protocol: str
     task: Optional[str]
@@ -475,6 +480,8 @@ class RobustnessSummary:
     per_category: Dict[str, CategoryScores]
     per_class: Optional[Dict[str, Any]] = None
     extra: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    seen_in_training: Tuple[str, ...] = ()
+    held_out: Optional[CategoryScores] = None
 
     def category(self, name: str) -> str:
         """The category of corruption ``name``."""
@@ -517,6 +524,10 @@ class RobustnessSummary:
             'extra': self.extra,
             'conditions': conditions,
         }
+        if self.seen_in_training:
+            data['training'] = {
+                'seen_corruptions': list(self.seen_in_training),
+                'held_out': None if self.held_out is None else self.held_out.to_dict()}
         return nan_to_null(data)
 
     def to_json(self) -> str:
@@ -525,7 +536,8 @@ class RobustnessSummary:
 
 def aggregate(results: Mapping[Any, Any], protocol: str = 'reobench',
               task: Optional[str] = None, metric: Optional[str] = None,
-              expected_severities: Optional[Sequence[int]] = None) -> RobustnessSummary:
+              expected_severities: Optional[Sequence[int]] = None,
+              seen_in_training: Optional[Sequence[str]] = None) -> RobustnessSummary:
     """Aggregate a sweep's ``condition -> result`` map (see the module docstring).
 
     Args:
@@ -538,6 +550,9 @@ def aggregate(results: Mapping[Any, Any], protocol: str = 'reobench',
         metric: display name (default: the task's, else ``'metric'``).
         expected_severities: the severities the sweep ran (default: every severity
             present); corruptions lacking some are listed in ``missing_severities``.
+        seen_in_training: corruptions (names or groups of ``protocol``) the model's
+            training pipeline applied; the summary then also scores the included
+            corruptions outside them (``held_out``) and the report marks the seen ones.
 
     Raises:
         ValueError: empty results, no clean condition, no corruption condition, an
@@ -583,6 +598,12 @@ def aggregate(results: Mapping[Any, Any], protocol: str = 'reobench',
                           if n not in per_severity)
     if metric is None:
         metric = results_task(task).metric_name if task else 'metric'
+    seen = tuple(resolve_corruptions(list(seen_in_training or ()), protocol))
+    held = [n for n in corruptions if n not in seen]
+    held_out = None
+    if seen and held:
+        held_out = robustness_scores(clean, {n: per_corruption[n] for n in held}, protocol,
+                                     {n: per_severity[n] for n in held})['overall']
     return RobustnessSummary(
         protocol=protocol, task=task, metric=metric, clean=clean, conditions=conditions,
         corruptions=corruptions, severities=severities, per_severity=per_severity,
@@ -590,7 +611,8 @@ def aggregate(results: Mapping[Any, Any], protocol: str = 'reobench',
         not_evaluated=not_evaluated, avg=overall.avg, delta_tp=overall.delta_tp,
         mpc=overall.mpc, rpc=overall.rpc, per_category=scores['per_category'],
         per_class=_per_class_scores(conditions, clean_result, corruptions),
-        extra=_extra_scores(conditions, clean_result, corruptions))
+        extra=_extra_scores(conditions, clean_result, corruptions),
+        seen_in_training=seen, held_out=held_out)
 
 
 def _check_severity(severity: Any) -> int:

@@ -31,9 +31,10 @@ from mmengine.config import Config
 from mmengine.dataset import BaseDataset
 from mmengine.dataset.base_dataset import force_full_init
 from mmengine.logging import print_log
-from mmengine.registry import DATASETS as MMENGINE_DATASETS
 
 from ..registry import DATASETS, ensure_custom_imports
+from .epoch import EPOCH_DATASET_TYPES
+from .wrapping import build_inner_dataset
 
 __all__ = ['FractionDataset', 'HeldOutSplitDataset', 'apply_data_fraction', 'check_fraction',
            'subset_size', 'subset_indices', 'held_out_indices', 'sample_stratum']
@@ -85,21 +86,6 @@ def subset_indices(num_items: int, fraction: float, seed: int = 0) -> List[int]:
     return np.sort(permutation[:size]).tolist()
 
 
-def _inner_dataset(dataset: Union[BaseDataset, dict]) -> BaseDataset:
-    """The dataset a wrapper wraps: built from its config as MMEngine's wrappers build
-    theirs (in the config's default scope), or taken as it is.
-
-    Raises:
-        TypeError: neither a config dict nor a ``BaseDataset``.
-    """
-    if isinstance(dataset, dict):
-        return MMENGINE_DATASETS.build(dataset)
-    if isinstance(dataset, BaseDataset):
-        return dataset
-    raise TypeError('dataset must be a config dict or a BaseDataset, got '
-                    f'{type(dataset).__name__}')
-
-
 @DATASETS.register_module()
 class FractionDataset:
     """A deterministic fraction of a dataset.
@@ -127,7 +113,7 @@ class FractionDataset:
                  lazy_init: bool = False) -> None:
         self.fraction = check_fraction(fraction)
         self.seed = _check_seed(seed)
-        self.dataset = _inner_dataset(dataset)
+        self.dataset = build_inner_dataset(dataset)
         self._metainfo = self.dataset.metainfo
         self._indices: List[int] = []
         self._fully_initialized = False
@@ -206,9 +192,9 @@ def _contains_fraction_dataset(dataset_cfg: Any) -> bool:
 
 
 def apply_data_fraction(cfg: Config, fraction: float, seed: int = 0) -> Config:
-    """Wrap ``cfg.train_dataloader.dataset`` in a :class:`FractionDataset` (in place;
-    returns ``cfg``) and add this module to ``custom_imports`` so that a dumped config
-    builds on its own.
+    """Wrap ``cfg.train_dataloader.dataset`` (the dataset inside it when it is an
+    ``EpochIndexedDataset``) in a :class:`FractionDataset` (in place; returns ``cfg``)
+    and add this module to ``custom_imports`` so that a dumped config builds on its own.
 
     Raises:
         ValueError: a bad fraction or seed, no ``train_dataloader.dataset``, or a training
@@ -221,8 +207,10 @@ def apply_data_fraction(cfg: Config, fraction: float, seed: int = 0) -> Config:
     if _contains_fraction_dataset(loader.dataset):
         raise ValueError('train_dataloader.dataset already holds a FractionDataset; '
                          'set its fraction instead of wrapping it again')
-    loader.dataset = dict(type='FractionDataset', dataset=loader.dataset, fraction=fraction,
-                          seed=seed)
+    # inside an EpochIndexedDataset, whose packed indices only it can read
+    holder = loader.dataset if loader.dataset.get('type') in EPOCH_DATASET_TYPES else loader
+    holder['dataset'] = dict(type='FractionDataset', dataset=holder['dataset'],
+                             fraction=fraction, seed=seed)
     ensure_custom_imports(cfg, SUBSET_MODULE)
     return cfg
 
@@ -322,7 +310,7 @@ class HeldOutSplitDataset:
             raise ValueError(f'part must be one of {SPLIT_PARTS}, got {part!r}')
         self.size, self.seed, self.part = size, _check_seed(seed), part
         self.stratify = bool(stratify)
-        self.dataset = _inner_dataset(dataset)
+        self.dataset = build_inner_dataset(dataset)
         self.dataset.full_init()
         count = len(self.dataset)
         strata = [sample_stratum(self.dataset.get_data_info(i)) if self.stratify else None

@@ -38,7 +38,7 @@ __all__ = [
     'TASK_OF_PACKING', 'get_task', 'results_task', 'metric_key', 'CALIBRATION_PREFIX',
     'SCALED_CALIBRATION_PREFIX', 'CALIBRATION_PREFIXES', 'CALIBRATION_METRICS', 'ECE',
     'ECE_KEY', 'TEMPERATURE_PREFIX', 'TEMPERATURE_METRICS', 'ROBUST_PREFIX', 'ROBUST_SCORES',
-    'robust_key', 'condition_metric_key'
+    'robust_key', 'condition_metric_key', 'HELD_OUT_SCORES', 'HELD_OUT_SUFFIX'
 ]
 
 SEGMENTATION = 'segmentation'
@@ -145,6 +145,10 @@ ROBUST_PREFIX = 'robust'
 #: means (Avg), clean minus Avg (ΔTP), the mean corrupted performance and the relative one
 #: (mPC, rPC = mPC / clean, a fraction).
 ROBUST_SCORES = ('clean', 'avg', 'delta_tp', 'mpc', 'rpc')
+#: The scores also given over the corruptions a model did not see in training
+#: (``robust/avg_held_out``, ...), when its training pipeline corrupted images.
+HELD_OUT_SCORES = ('avg', 'delta_tp', 'mpc', 'rpc')
+HELD_OUT_SUFFIX = '_held_out'
 
 
 def robust_key(name: str) -> str:

@@ -48,7 +48,7 @@ import numbers
 import os.path as osp
 import uuid
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from mmengine.config import Config
@@ -58,7 +58,7 @@ from ..analysis.plotting import plot_data_budget
 from ..analysis.report import summary_from_results_json
 from ..analysis.results import RobustnessSummary
 from ..analysis.tables import fmt_number, markdown_table
-from ..datasets.subset import apply_data_fraction, check_fraction
+from ..datasets.subset import FractionDataset, apply_data_fraction, check_fraction
 from ..evaluation.keys import ECE_KEY, get_task
 from ..fileio import (atomic_write_text, dump_json_atomic, file_sha256, finite_or_none,
                       json_round_trip)
@@ -525,6 +525,8 @@ def _train(config: str, model: str, fraction: float, seed: int, run_dir: str,
     runner = Runner.from_cfg(cfg)
     runner.train()
     dataset = runner.train_dataloader.dataset
+    while not isinstance(dataset, FractionDataset):  # e.g. inside EpochIndexedDataset
+        dataset = dataset.dataset
     return dict(checkpoint=_final_checkpoint(runner), num_train_images=len(dataset),
                 full_train_images=dataset.full_len)
 
@@ -576,7 +578,8 @@ def run_data_budget(configs: Sequence[str],
                     corruption_seed: int = 0, work_dir: str = 'work_dirs/data_budget',
                     cfg_options: Optional[dict] = None, iters: Optional[int] = None,
                     calibration: bool = True, resume: bool = True,
-                    plots: bool = True) -> dict:
+                    plots: bool = True,
+                    seen_corruptions: Union[None, str, Sequence[str]] = 'auto') -> dict:
     """Train every model on every fraction of its training set with every seed, evaluate
     each run clean and under corruptions, and write the data-budget report.
 
@@ -602,6 +605,9 @@ def run_data_budget(configs: Sequence[str],
         resume: skip the runs finished with the same settings, resume cut-short
             trainings; False trains and evaluates everything again.
         plots: write ``data_budget.png``.
+        seen_corruptions: the corruptions each model saw in training, for the sweeps'
+            held-out scores (``RobustnessTestLoop``'s option: ``'auto'`` reads each
+            config's ``RandomCorruption`` pools).
 
     Returns:
         dict: the ``data_budget.json`` document (``rows``: one per model × fraction with
@@ -653,10 +659,11 @@ def run_data_budget(configs: Sequence[str],
     eval_settings = json_round_trip(dict(corruptions=corruptions, severities=severities,
                                          protocol=protocol, corruption_seed=corruption_seed,
                                          calibration=bool(calibration),
-                                         cfg_options=cfg_options))
+                                         cfg_options=cfg_options,
+                                         seen_corruptions=seen_corruptions))
     sweep_kwargs = dict(corruptions=corruptions, severities=severities, protocol=protocol,
                         seed=corruption_seed, cfg_options=dict(cfg_options), plots=False,
-                        calibration=bool(calibration))
+                        calibration=bool(calibration), seen_corruptions=seen_corruptions)
     for config, model in zip(configs, models):
         train_settings = json_round_trip(dict(config=osp.abspath(config),
                                               config_sha256=file_sha256(config),

@@ -45,11 +45,13 @@ from torch.utils.data import DataLoader
 
 from ..analysis.report import Report, make_provenance, write_report
 from ..analysis.results import ConditionResult, RobustnessSummary, aggregate
-from ..corruptions import get_corruption
+from ..corruptions import get_corruption, list_corruptions
+from ..corruptions.base import resolve_corruptions
 from ..corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..engine.loops import check_batch_condition
-from ..evaluation.keys import (CALIBRATION_PREFIX, ROBUST_SCORES, ROTATED_DETECTION,
+from ..evaluation.keys import (CALIBRATION_PREFIX, HELD_OUT_SCORES, HELD_OUT_SUFFIX,
+                               ROBUST_SCORES, ROTATED_DETECTION,
                                SCALED_CALIBRATION_PREFIX, TEMPERATURE_METRICS,
                                TEMPERATURE_PREFIX, condition_metric_key, get_task, metric_key,
                                robust_key)
@@ -57,6 +59,7 @@ from ..fileio import dump_json_atomic, file_sha256, json_round_trip
 from ..registry import LOOPS
 from ..transforms.placement import (Placement, corruption_steps, place_condition,
                                     stop_live_workers)
+from ..transforms.random_corruption import training_corruptions
 from ..utils.config import check_no_corruption_cfg, infer_task
 from .decode_cache import DEFAULT_MAX_BYTES, cache_loading_steps, check_cache_bytes
 from .fingerprint import (code_fingerprint, config_fingerprint, dataset_fingerprint,
@@ -118,6 +121,50 @@ def calibration_metric_cfgs(task: str, temperature_scaling: bool = False) -> Lis
     return metrics
 
 
+def seen_in_training(cfg: Any, protocol: str,
+                     seen: Union[None, str, Sequence[str]] = 'auto') -> List[str]:
+    """The corruptions of ``protocol`` a model saw in training: ``'auto'`` reads the
+    ``RandomCorruption`` pools of ``cfg``'s training pipeline (names of another protocol
+    that ``protocol`` also has count), a list of names/groups is resolved, None is none.
+
+    Raises:
+        SweepError: an unknown name or group.
+    """
+    if seen is None:
+        return []
+    try:
+        if isinstance(seen, str) and seen == 'auto':
+            valid = list_corruptions(protocol)
+            seen_names = {n for pool in training_corruptions(cfg).values() for n in pool}
+            return [n for n in valid if n in seen_names]
+        return resolve_corruptions(seen, protocol)
+    except (KeyError, TypeError) as error:
+        raise SweepError(f'seen_corruptions: {error}') from None
+
+
+def check_held_out(corruptions: Sequence[str], seen: Sequence[str], held_out_only: bool
+                   ) -> None:
+    """With ``held_out_only``, refuse corruptions that were seen in training.
+
+    Raises:
+        SweepError: some of ``corruptions`` are in ``seen`` (named), or none is left.
+    """
+    if not isinstance(held_out_only, bool):
+        raise SweepError(f'held_out_only must be True or False, got {held_out_only!r}')
+    if not held_out_only:
+        return
+    overlap = [n for n in corruptions if n in seen]
+    if overlap:
+        held = [n for n in corruptions if n not in seen]
+        raise SweepError(
+            f'held_out_only: {", ".join(overlap)} {"was" if len(overlap) == 1 else "were"} '
+            'in the training pool (RandomCorruption), so a held-out ΔTP over '
+            f'{"it" if len(overlap) == 1 else "them"} would measure what the model learnt, '
+            'not its robustness to unseen shifts. Evaluate only the held-out corruptions'
+            + (f' ({", ".join(held)})' if held else ' (none is left)')
+            + ', or set held_out_only=False to report both, seen ones marked')
+
+
 def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, Any]
                        ) -> Dict[str, float]:
     """What a robustness loop returns: the clean condition's scalar metrics under their own
@@ -127,6 +174,9 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
            if isinstance(v, (int, float)) and not isinstance(v, bool)}
     for name in ROBUST_SCORES:
         out[robust_key(name)] = float(getattr(summary, name))
+    if summary.held_out is not None:
+        for name in HELD_OUT_SCORES:
+            out[robust_key(name + HELD_OUT_SUFFIX)] = float(getattr(summary.held_out, name))
     for corruption, value in summary.per_corruption.items():
         out[robust_key(corruption)] = float(value)
     for condition, result in summary.conditions.items():
@@ -305,9 +355,17 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
         decode_cache_bytes: decode each test image once for all conditions, keeping up to
             this many bytes of decoded samples in memory (0: off).
         strict_checkpoint: check that the loaded checkpoint fits the model exactly.
+        seen_corruptions: the corruptions the model saw in training: ``'auto'`` (default)
+            reads the pools of the ``RandomCorruption`` steps of the config's training
+            pipeline (a corruption of another protocol with the same name counts as
+            seen); a list of names/groups; None for none. The report marks them and adds
+            the scores over the other corruptions (``robust/avg_held_out``, ...).
+        held_out_only: refuse to evaluate corruptions that were seen in training (the
+            held-out protocol of corruption-aware training).
 
     Raises:
-        SweepError (a ``ValueError``): bad options (the message lists the valid ones).
+        SweepError (a ``ValueError``): bad options (the message lists the valid ones),
+            or, with ``held_out_only``, selected corruptions that were seen in training.
     """
 
     def __init__(self, runner, dataloader: Union[DataLoader, Dict],
@@ -320,9 +378,15 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                  temperature_split: Optional[int] = None, temperature_split_seed: int = 0,
                  temperature_on_test: bool = False, plots: bool = True,
                  decode_cache_bytes: int = DEFAULT_MAX_BYTES,
-                 strict_checkpoint: bool = True) -> None:
+                 strict_checkpoint: bool = True,
+                 seen_corruptions: Union[None, str, Sequence[str]] = 'auto',
+                 held_out_only: bool = False) -> None:
         check_no_corruption_cfg(runner.cfg)
         self.plan = SweepPlan.create(corruptions, severities, protocol, seed, border, shard)
+        #: corruptions of the protocol the model saw in training (report marks them)
+        self.seen_in_training = seen_in_training(runner.cfg, self.plan.protocol,
+                                                 seen_corruptions)
+        check_held_out(self.plan.corruptions, self.seen_in_training, held_out_only)
         check_cache_bytes(decode_cache_bytes)
         cfg = runner.cfg
         self.task = infer_task(cfg)
@@ -507,6 +571,7 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                                        cfg_options=result_options(self._source['cfg_options']),
                                        calibration=self.calibration,
                                        temperature=self.recorded_temperature(),
+                                       seen_in_training=self.seen_in_training,
                                        fingerprint=self.fingerprint)))
 
     # ------------------------------------------------------------------ temperature
@@ -727,7 +792,8 @@ class RobustnessTestLoop(_ConditionSwitching, TestLoop):
                 {c: ConditionResult.from_dict(r['result']) for c, r in records.items()},
                 protocol=self.plan.protocol, task=self.metric_task,
                 expected_severities=self.plan.severities, provenance=self.provenance(),
-                plots=self.plots, calibration_details=calibration_details(records))
+                plots=self.plots, calibration_details=calibration_details(records),
+                seen_in_training=self.seen_in_training)
         except OSError as error:
             raise write_error(error.filename or f'the report in {self.work_dir}',
                               error) from None

@@ -55,7 +55,8 @@ from ..engine import checkpoint as _checkpoint
 from ..utils.config import prepare_test_config
 from .decode_cache import DEFAULT_MAX_BYTES, check_cache_bytes
 from .loops import (TEMPERATURE_FILE, RobustnessTestLoop, SweepOutcome, temperature_fit_options,
-                    calibration_metric_cfgs, classwise_evaluator)
+                    calibration_metric_cfgs, check_held_out, classwise_evaluator,
+                    seen_in_training)
 from .plan import SweepPlan, default_sweep_work_dir
 from .store import (CONDITIONS_DIR, FingerprintMismatchError, SweepError, WorkDirLock,
                     WorkDirLockedError, WorkDirSnapshot, check_writable,
@@ -89,7 +90,8 @@ class RobustnessSweep:
         launcher: ``'none'``, ``'pytorch'``, ``'slurm'`` or ``'mpi'`` (MMEngine's; the test
             data is split over processes by the config's sampler, as MMEngine does).
         force, shard, plots, calibration, temperature_scaling, temperature_split,
-            temperature_split_seed, temperature_on_test, decode_cache_bytes: the options of
+            temperature_split_seed, temperature_on_test, decode_cache_bytes,
+            seen_corruptions, held_out_only: the options of
             :class:`~reobench_mm.robustness.loops.RobustnessTestLoop`.
 
     All input errors (:class:`SweepError`, ``FileNotFoundError``) are raised by the
@@ -109,7 +111,9 @@ class RobustnessSweep:
                  plots: bool = True, calibration: bool = False,
                  temperature_scaling: bool = False, temperature_split: Optional[int] = None,
                  temperature_split_seed: int = 0, temperature_on_test: bool = False,
-                 decode_cache_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 decode_cache_bytes: int = DEFAULT_MAX_BYTES,
+                 seen_corruptions: Union[None, str, Sequence[str]] = 'auto',
+                 held_out_only: bool = False) -> None:
         self.plan = SweepPlan.create(corruptions, severities, protocol, seed, border, shard)
         check_cache_bytes(decode_cache_bytes)
         if not osp.isfile(config):
@@ -129,6 +133,10 @@ class RobustnessSweep:
             calibration_metric_cfgs(setup.task, bool(temperature_scaling))
         temperature_fit_options(bool(temperature_scaling), temperature_split,
                                 temperature_split_seed, temperature_on_test)
+        # refused here, before anything is built or written
+        check_held_out(self.plan.corruptions,
+                       seen_in_training(cfg, self.plan.protocol, seen_corruptions),
+                       held_out_only)
         fp16 = (cfg.get('test_cfg') or {}).get('fp16', False)
         cfg.test_cfg = ConfigDict(
             type=_LOOP, fp16=fp16, corruptions=list(self.plan.corruptions),
@@ -139,7 +147,10 @@ class RobustnessSweep:
             temperature_scaling=bool(temperature_scaling),
             temperature_split=temperature_split, temperature_split_seed=temperature_split_seed,
             temperature_on_test=bool(temperature_on_test), plots=bool(plots),
-            decode_cache_bytes=decode_cache_bytes)
+            decode_cache_bytes=decode_cache_bytes,
+            seen_corruptions=seen_corruptions if seen_corruptions is None
+            or isinstance(seen_corruptions, str) else list(seen_corruptions),
+            held_out_only=held_out_only)
         cfg.load_from = None  # loaded strictly by build()
         # the loop shows its own progress over conditions, not one bar per condition
         cfg.custom_hooks = [h for h in cfg.get('custom_hooks') or []

@@ -202,6 +202,11 @@ class ApplyCorruption(BaseTransform):
             return osp.basename(results['img_path'])
         return results.get('sample_idx')
 
+    def draw_key(self, results: dict):
+        """The key of the corruption's random draws for this sample: its
+        :meth:`sample_key` (a subclass may refine it, e.g. by the epoch)."""
+        return self.sample_key(results)
+
     def _what(self) -> str:
         return f'ApplyCorruption({self.corruption!r}, severity={self.severity})'
 
@@ -271,7 +276,7 @@ class ApplyCorruption(BaseTransform):
         if self.is_noop:
             return results
         self.check_sample(results)
-        image, key = results['img'], self.sample_key(results)
+        image, key = results['img'], self.draw_key(results)
         common = dict(seed=self.seed, key=key, protocol=self.protocol, max_value=self.max_value)
         extra = self.corruption_options.get(self.corruption, {})
         if self.spec.moves_labels:

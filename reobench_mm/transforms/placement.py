@@ -285,12 +285,22 @@ def built_dataset_pipelines(dataset: Any, path: str = 'dataset'
 def corruption_steps(dataset: Any) -> list:
     """Every ``ApplyCorruption`` instance in the pipelines of a built ``dataset`` and of
     the datasets it wraps (``dataset``, ``datasets``), those nested in wrapper steps
-    (``TestTimeAug``...) included."""
+    (``TestTimeAug``...) included.
+
+    Raises:
+        RuntimeError: one of them is a ``RandomCorruption`` (a training transform).
+    """
     found, seen = [], set()
     for _, pipeline in built_dataset_pipelines(dataset):
         for step in pipeline:
             for candidate in [step, *_inner_steps(step)]:
                 if isinstance(candidate, ApplyCorruption) and id(candidate) not in seen:
+                    if type(candidate).__name__ == 'RandomCorruption':
+                        raise RuntimeError(
+                            'the evaluation pipeline holds RandomCorruption, a training '
+                            'transform that corrupts each sample at random: remove it from '
+                            'the val/test pipelines (evaluate conditions with '
+                            'CorruptionTestLoop or RobustnessTestLoop)')
                     seen.add(id(candidate))
                     found.append(candidate)
     return found
