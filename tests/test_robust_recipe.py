@@ -123,3 +123,21 @@ def test_compare_recipes_on_the_demo_data(tmp_path, demo_data):
                             corruptions=['gaussian_noise', 'cloud'], severities=[2],
                             cfg_options=options)
     assert again['difference'] == result['difference']
+
+
+def test_robustness_tool_refuses_seen_corruptions_with_held_out_only(tmp_path):
+    """tools/robustness_test.py --held-out-only on a _robust config: refused before
+    anything is built or written, naming the seen corruption and what is left."""
+    import subprocess
+    import sys
+    checkpoint = tmp_path / 'model.pth'
+    checkpoint.write_bytes(b'not read')
+    work = tmp_path / 'sweep'
+    result = subprocess.run(
+        [sys.executable, osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py'), SEG_ROBUST,
+         str(checkpoint), '--corruptions', 'gaussian_noise', 'cloud', '--held-out-only',
+         '--work-dir', str(work)], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert 'gaussian_noise was in the training pool' in result.stderr
+    assert 'held-out corruptions (cloud)' in result.stderr
+    assert not work.exists()

@@ -6,6 +6,7 @@
         [--launcher none|pytorch|slurm|mpi] [--force] [--shard i/n] [--no-plots]
         [--calibration] [--temperature-scaling [--temperature-split N
         [--temperature-split-seed S] | --temperature-on-test]]
+        [--seen-corruptions [NAME ...]] [--held-out-only]
 
 The model is built and the checkpoint loaded (strictly) once; the corruption of the
 test pipeline is switched for each condition. Each finished condition is written to
@@ -80,6 +81,12 @@ def parse_args(argv=None):
     parser.add_argument('--temperature-on-test', action='store_true',
                         help='allow fitting the temperature on evaluated images '
                         '(optimistic; recorded in the report)')
+    parser.add_argument('--seen-corruptions', nargs='*', metavar='NAME',
+                        help="corruptions the model saw in training (default: read from the "
+                        "config's RandomCorruption steps; give none for none): marked in the "
+                        'report, which adds held-out scores over the others')
+    parser.add_argument('--held-out-only', action='store_true',
+                        help='refuse to evaluate corruptions seen in training')
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args, parser
@@ -108,7 +115,10 @@ def main(argv=None) -> int:
             temperature_scaling=args.temperature_scaling,
             temperature_split=args.temperature_split,
             temperature_split_seed=args.temperature_split_seed,
-            temperature_on_test=args.temperature_on_test)
+            temperature_on_test=args.temperature_on_test,
+            seen_corruptions='auto' if args.seen_corruptions is None
+            else args.seen_corruptions or None,
+            held_out_only=args.held_out_only)
     except (OSError, KeyError, ValueError) as error:
         parser.error(error.args[0] if isinstance(error, KeyError) else str(error))
     try:
