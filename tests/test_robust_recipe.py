@@ -118,6 +118,20 @@ def test_compare_recipes_on_the_demo_data(tmp_path, demo_data):
     report = open(osp.join(work, result['recipes']['robust']['model'], 'fraction_1',
                            'seed_0', 'robustness', 'report.md'), encoding='utf-8').read()
     assert 'gaussian_noise †' in report and 'held out from training' in report
+    # shards of the robust sweep, merged, keep the seen corruptions and held-out scores
+    from reobench_mm.robustness.store import merge_sweeps
+    from reobench_mm.robustness.sweep import RobustnessSweep
+    (run, ) = result['recipes']['robust']['runs']
+    checkpoint = json.load(open(osp.join(work, run['model'], 'fraction_1', 'seed_0',
+                                         'data_budget_run.json')))['checkpoint']
+    shards = [str(tmp_path / f'shard{i}') for i in range(2)]
+    for i, shard in enumerate(shards):
+        RobustnessSweep(robust, checkpoint, corruptions=['gaussian_noise', 'cloud'],
+                        severities=[2], work_dir=shard, cfg_options=options, plots=False,
+                        shard=f'{i}/2').run()
+    merged = merge_sweeps(shards, str(tmp_path / 'merged'), plots=False)
+    assert merged.summary.seen_in_training == tuple(result['pool'])
+    assert merged.summary.held_out.avg == pytest.approx(run['held_out_avg'])
     # a rerun reuses both trainings and sweeps
     again = compare_recipes(plain, robust, work_dir=work, seeds=[0], iters=3,
                             corruptions=['gaussian_noise', 'cloud'], severities=[2],

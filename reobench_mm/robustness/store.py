@@ -735,6 +735,8 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
         return write_report(out_dir, merged, protocol=first['protocol'], task=first['task'],
                             expected_severities=first['severities'],
                             provenance=first['provenance'], plots=plots,
-                            calibration_details=calibration_details(records))
+                            calibration_details=calibration_details(records),
+                            seen_in_training=(first['provenance'].get('extra') or {}).get(
+                                'seen_in_training'))
     except OSError as error:
         raise write_error(error.filename or f'the report in {out_dir}', error) from None
