@@ -201,11 +201,15 @@ def render_report_md(summary: RobustnessSummary,
     columns = _table_columns(summary)
     lines += [f'## {metric} under corruption (REOBench Table 2 layout)', '']
     header = ['Model', 'Backbone'] + paper_header(columns)
+    for i, name in enumerate(columns):  # seen in training: marked as in the tables below
+        if name in summary.seen_in_training:
+            header[3 + i] += ' †'
     row = [model, backbone] + PaperRow(summary.clean, summary.per_corruption, summary.avg,
                                        summary.delta_tp).cells(columns)
     lines += markdown_table(header, [row], align_left=2)
     lines += ['', f'Each corruption column is the mean over its severities; Avg is the mean '
-              f'over the {len(summary.corruptions)} included corruptions; ΔTP = Clean − Avg.',
+              f'over the {len(summary.corruptions)} included corruptions; ΔTP = Clean − Avg.'
+              + (' †: seen in training (see below).' if summary.seen_in_training else ''),
               '']
 
     lines += ['## mPC, rPC and categories', '']
