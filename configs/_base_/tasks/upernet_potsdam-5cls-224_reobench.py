@@ -25,5 +25,18 @@ train_pipeline = [
     dict(type='PhotoMetricDistortion'),
     dict(type='PackSegInputs'),
 ]
-model = dict(data_preprocessor=dict(size=crop_size))
-train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
+train_dataloader = dict(batch_size=4, dataset=dict(pipeline=train_pipeline))  # ViT_CLIP.py
+# what every CLIP row shares; a row config adds its backbone base and links the widths
+model = dict(
+    # ImageNet statistics (ViT_CLIP.py), not CLIP's own
+    data_preprocessor=dict(size=crop_size, mean=[123.675, 116.28, 103.53],
+                           std=[58.395, 57.12, 57.375]),
+    backbone=dict(
+        img_size=224,  # position embedding at the 224-px grid, resampled for 512 px tests
+        act_layer='gelu',  # open_clip config name without a pretrained tag: exact GELU
+        drop_path_rate=0.0,  # open_clip's default; their configs set none
+        out_indices=(3, 5, 7, 11),  # as their other rows and their CLIP draft
+        final_norm=False))
+# their LayerDecayOptimizerConstructor recognises none of the CLIP wrapper's parameter
+# names (backbone.model.visual...): everything at the base lr
+optim_wrapper = dict(paramwise_cfg=dict(layer_ids='recipe_none'))
