@@ -110,7 +110,8 @@ def _evaluate(samples, batch_size, pixels_per_image=300, seed=0):
     metric.dataset_meta = dict(classes=('a', 'b', 'c', 'd'))
     for start in range(0, len(samples), batch_size):
         metric.process({}, samples[start:start + batch_size])
-    stored = {path: (logits.copy(), labels.copy()) for path, logits, labels in metric.results}
+    stored = {path: (logits.copy(), labels.copy())
+              for (_, path), logits, labels in metric.results}
     return metric.evaluate(len(samples)), stored
 
 
@@ -131,6 +132,20 @@ def test_metric_is_independent_of_batch_size_and_order():
     # a different seed draws other pixels
     other, _ = _evaluate(samples, batch_size=1, seed=1)
     assert other['tscale/temperature'] != by_one['tscale/temperature']
+
+
+def test_metric_does_not_depend_on_where_the_data_lies():
+    """The same images in another folder: the same pixels, the same temperature (the
+    subsample is keyed by the file name, not the path)."""
+    samples = _segmentation_samples()
+    moved = [dict(s, img_path=s['img_path'].replace('/data/', '/elsewhere/copy/'))
+             for s in samples]
+    here, stored = _evaluate(samples, batch_size=2)
+    there, stored_there = _evaluate(moved, batch_size=3)
+    assert here == there
+    for path, (logits, labels) in stored.items():
+        other = stored_there[path.replace('/data/', '/elsewhere/copy/')]
+        assert np.array_equal(logits, other[0]) and np.array_equal(labels, other[1])
 
 
 def test_metric_fit_equals_direct_fit_on_the_kept_pixels():

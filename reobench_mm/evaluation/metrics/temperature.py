@@ -3,6 +3,7 @@ temperature of :func:`~reobench_mm.evaluation.functional.temperature.fit_tempera
 bounded, deterministic subsample of the pixels of an MMSegmentation test run."""
 from __future__ import annotations
 
+import os.path as osp
 import zlib
 from typing import Any, Dict, Mapping, Optional, Sequence
 
@@ -33,10 +34,11 @@ class TemperatureFitMetric(BaseMetric):
 
     From each data sample (``seg_logits`` C x H x W, ``gt_sem_seg``, ``img_path``) it keeps
     at most ``pixels_per_image`` pixels not labelled ``ignore_index``, drawn without
-    replacement by ``numpy.random.default_rng([seed, crc32(img_path)])``: the choice
-    depends on the image alone, not on batch size, order or process. The pixels of all
-    images are concatenated sorted by image path, so the fit does not depend on the
-    number of processes either.
+    replacement by ``numpy.random.default_rng([seed, crc32(file name)])`` (the image's
+    file name, as the corruptions key their draws): the choice depends on the image alone,
+    not on batch size, order, process or where the data lies. The pixels of all images
+    are concatenated sorted by file name (then path), so the fit does not depend on the
+    number of processes or the data's location either.
 
     Memory: at most ``pixels_per_image x images x (C + 1)`` stored numbers (float32
     logits and int64 labels), e.g. 4096 pixels x 1000 images x 6 classes is about
@@ -88,18 +90,20 @@ class TemperatureFitMetric(BaseMetric):
                                  f'{tuple(logits.shape)} differ in size ({img_path})')
             flat_labels = labels.reshape(-1).cpu().numpy().astype(np.int64)
             valid = np.flatnonzero(flat_labels != self.ignore_index)
-            rng = np.random.default_rng([self.seed, zlib.crc32(img_path.encode('utf-8'))])
+            name = osp.basename(img_path)
+            rng = np.random.default_rng([self.seed, zlib.crc32(name.encode('utf-8'))])
             if len(valid) > self.pixels_per_image:
                 valid = np.sort(rng.choice(valid, size=self.pixels_per_image,
                                            replace=False))
             flat_logits = logits.reshape(logits.shape[0], -1).cpu()
             chosen = torch.from_numpy(valid)
-            self.results.append((img_path,
+            self.results.append(((name, img_path),
                                  flat_logits[:, chosen].T.to(torch.float32).numpy(),
                                  flat_labels[valid]))
 
     def compute_metrics(self, results: list) -> Dict[str, float]:
-        """Fit the temperature on the pixels of all images (sorted by image path)."""
+        """Fit the temperature on the pixels of all images (sorted by file name, then
+        path)."""
         if not results:
             raise ValueError('TemperatureFitMetric received no data samples')
         ordered = sorted(results, key=lambda item: item[0])
