@@ -6,7 +6,7 @@ configs whose default scope is ``mmseg``, ``mmdet`` or ``mmrotate``, and install
 the compatibility fixes for the pinned stack (see ``reobench_mm.engine``).
 """
 from . import datasets, engine, evaluation, models, transforms  # noqa: F401  (registration)
-from .robustness import loops  # noqa: F401  (registration: the robustness loops)
+from .robustness import test_loop, val_loop  # noqa: F401  (registration: the loops)
 from .registry import (DATASETS, HOOKS, METRICS, MODELS, OPTIM_WRAPPER_CONSTRUCTORS,
                        TRANSFORMS)
 from .version import __version__, version_info

@@ -30,14 +30,15 @@ import stat
 import tempfile
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, List, Mapping, Optional
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
 from mmengine.logging import HistoryBuffer
 
 __all__ = ['atomic_open', 'atomic_write_text', 'atomic_write_bytes', 'dump_json_atomic',
-           'file_sha256', 'finite_or_none', 'json_round_trip', 'nan_to_null', 'current_umask',
+           'file_sha256', 'read_json', 'finite_or_none', 'json_round_trip', 'nan_to_null',
+           'current_umask',
            'new_file_mode', 'TRUST_ENV_VAR', 'MMENGINE_CHECKPOINT_GLOBALS',
            'allow_checkpoint_globals', 'load_local_checkpoint']
 
@@ -160,6 +161,19 @@ def file_sha256(path: str, chunk_size: int = 1 << 20) -> str:
         for chunk in iter(lambda: handle.read(chunk_size), b''):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def read_json(path: str) -> Tuple[Any, Optional[str]]:
+    """``(data, None)``, or ``(None, reason)`` when the file cannot be read or parsed
+    (the reason reads after the file's name: ``'cannot be read (...)'``, ``'is not valid
+    JSON (...)'``)."""
+    try:
+        with open(path, encoding='utf-8') as handle:
+            return json.load(handle), None
+    except OSError as error:
+        return None, f'cannot be read ({error.strerror or error})'
+    except ValueError as error:  # includes UnicodeDecodeError
+        return None, f'is not valid JSON ({error})'
 
 
 def finite_or_none(value: Any) -> Optional[float]:

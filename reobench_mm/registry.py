@@ -103,7 +103,9 @@ DATASETS = PluginRegistry(MMENGINE_DATASETS, locations=['reobench_mm.datasets'])
 DATA_SAMPLERS = PluginRegistry(MMENGINE_DATA_SAMPLERS, locations=['reobench_mm.datasets'])
 METRICS = PluginRegistry(MMENGINE_METRICS, locations=['reobench_mm.evaluation'])
 HOOKS = PluginRegistry(MMENGINE_HOOKS, locations=['reobench_mm.engine'])
-LOOPS = PluginRegistry(MMENGINE_LOOPS, locations=['reobench_mm.engine'])
+LOOPS = PluginRegistry(MMENGINE_LOOPS, locations=['reobench_mm.engine',
+                                                  'reobench_mm.robustness.test_loop',
+                                                  'reobench_mm.robustness.val_loop'])
 OPTIM_WRAPPER_CONSTRUCTORS = PluginRegistry(MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS,
                                             locations=['reobench_mm.engine'])
 

@@ -16,7 +16,7 @@ from torch import nn
 import reobench_mm  # noqa: F401  (registration)
 from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG
 from reobench_mm.robustness import sweep as sweep_api
-from reobench_mm.robustness.store import SweepError
+from reobench_mm.errors import SweepError
 from reobench_mm.robustness.sweep import run_sweep
 from reobench_mm.engine.checkpoint import (CheckpointError, CheckpointMismatchError,
                                            load_checkpoint_strict, read_checkpoint)

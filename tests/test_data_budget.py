@@ -19,19 +19,19 @@ from mmengine.runner import Runner
 from scipy.stats import kendalltau
 
 import reobench_mm  # noqa: F401  (registration)
-from reobench_mm.analysis.report import (load_results_json, summary_from_results_json,
-                                         write_results_json)
+from reobench_mm.analysis.report import write_results_json
+from reobench_mm.analysis.results_file import read_results
 from reobench_mm.analysis.results import aggregate
 from reobench_mm.datasets.subset import (FractionDataset, apply_data_fraction,
                                          subset_indices)
 from reobench_mm.fileio import json_round_trip
-from reobench_mm.robustness.data_budget import (BAND_KEYS, DATA_BUDGET_FILES, budget_row,
-                                                check_seeds, data_budget_csv_text,
-                                                data_budget_markdown,
-                                                data_budget_seeds_csv_text, fraction_dirname,
-                                                kendall_tau_by_fraction, run_data_budget,
-                                                seed_band, seed_dirname, summarize_seeds,
-                                                write_data_budget_report)
+from reobench_mm.analysis.data_budget import (BAND_KEYS, DATA_BUDGET_FILES, budget_row,
+                                              data_budget_csv_text, data_budget_markdown,
+                                              data_budget_seeds_csv_text,
+                                              kendall_tau_by_fraction, seed_band,
+                                              summarize_seeds, write_data_budget_report)
+from reobench_mm.robustness.data_budget import (check_seeds, fraction_dirname,
+                                                run_data_budget, seed_dirname)
 
 from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
 
@@ -225,7 +225,7 @@ def test_budget_row_delta_tp_is_reobench(tmp_path):
     # the way run_data_budget reads a run: its results.json, aggregated again
     path = write_results_json(str(tmp_path / 'results.json'),
                               aggregate(results, task='segmentation'))
-    for summary in (aggregate(results, task='segmentation'), summary_from_results_json(path)):
+    for summary in (aggregate(results, task='segmentation'), read_results(path).summary):
         row = budget_row('m', 0.25, 3, summary, 10, 40)
         assert (row['model'], row['fraction'], row['seed']) == ('m', 0.25, 3)
         assert (row['num_train_images'], row['full_train_images']) == (10, 40)
@@ -432,15 +432,20 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match='one task'):
         run_data_budget([SEG_DEMO_CONFIG, DET_DEMO_CONFIG], work_dir=work_dir)
     with pytest.raises(ValueError, match='unknown corruption'):
-        run_data_budget([SEG_DEMO_CONFIG], corruptions=('nope', ), work_dir=work_dir)
+        run_data_budget([SEG_DEMO_CONFIG], options=dict(corruptions=('nope', )),
+                        work_dir=work_dir)
     with pytest.raises(ValueError, match='unknown corruption'):  # not of this protocol
-        run_data_budget([SEG_DEMO_CONFIG], corruptions=('cloud_shadow', ), work_dir=work_dir)
+        run_data_budget([SEG_DEMO_CONFIG], options=dict(corruptions=('cloud_shadow', )),
+                        work_dir=work_dir)
     with pytest.raises(ValueError, match='unknown protocol'):
-        run_data_budget([SEG_DEMO_CONFIG], protocol='imagenet_c', work_dir=work_dir)
+        run_data_budget([SEG_DEMO_CONFIG], options=dict(protocol='imagenet_c'),
+                        work_dir=work_dir)
     with pytest.raises(ValueError, match='iters'):
         run_data_budget([SEG_DEMO_CONFIG], iters=0, work_dir=work_dir)
-    with pytest.raises(ValueError, match='corruption_seed'):
-        run_data_budget([SEG_DEMO_CONFIG], corruption_seed=-1, work_dir=work_dir)
+    with pytest.raises(ValueError, match='seed'):
+        run_data_budget([SEG_DEMO_CONFIG], options=dict(seed=-1), work_dir=work_dir)
+    with pytest.raises(ValueError, match="'shard' is an option of other runs"):
+        run_data_budget([SEG_DEMO_CONFIG], options=dict(shard='0/2'), work_dir=work_dir)
     assert not osp.exists(work_dir)
 
 
@@ -484,8 +489,8 @@ def budget_run(demo_data, tmp_path_factory):
     encoder = {k: v for k, v in upernet.state_dict().items() if k.startswith('backbone.')}
     options = _options(osp.join(demo_data, 'potsdam'), encoder_checkpoint)
     result = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS,
-                             corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
-                             cfg_options=options, iters=ITERS)
+                             options=dict(corruptions=CORRUPTIONS, severities=(3, )),
+                             work_dir=work_dir, cfg_options=options, iters=ITERS)
     return result, work_dir, options, encoder
 
 
@@ -518,7 +523,8 @@ def test_end_to_end(budget_run):
         assert (record['seed'], record['train_settings']['seed']) == (row['seed'], row['seed'])
         assert row['num_train_images'] == (2 if row['fraction'] < 1 else 6)
         # the row is the run's results.json, by hand
-        results = load_results_json(osp.join(run_dir, 'robustness', 'results.json'))
+        with open(osp.join(run_dir, 'robustness', 'results.json'), encoding='utf-8') as handle:
+            results = json.load(handle)
         values = {e['condition']: e['value'] for e in results['numbers']['conditions']}
         assert row['clean'] == values['clean']
         assert row['conditions'] == {k: v for k, v in values.items() if k != 'clean'}
@@ -566,8 +572,8 @@ def test_resume_across_seeds(budget_run, capsys):
     mtimes = [os.stat(p).st_mtime_ns for p in checkpoints]
     # a third seed: only its runs train
     more = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS + (2, ),
-                           corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
-                           cfg_options=options, iters=ITERS)
+                           options=dict(corruptions=CORRUPTIONS, severities=(3, )),
+                           work_dir=work_dir, cfg_options=options, iters=ITERS)
     assert more['status'] == {f'{MODEL}@{f:g}/seed{s}': 'trained' if s == 2 else 'skipped'
                               for f in FRACTIONS for s in SEEDS + (2, )}
     assert [os.stat(p).st_mtime_ns for p in checkpoints] == mtimes
@@ -590,20 +596,21 @@ def test_resume_across_seeds(budget_run, capsys):
     assert '| Model | Fraction | Seed | Clean mIoU |' in out
     assert [os.stat(p).st_mtime_ns for p in checkpoints] == mtimes
     again = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=(2, 0, 1),
-                            corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
-                            cfg_options=options, iters=ITERS)
+                            options=dict(corruptions=CORRUPTIONS, severities=(3, )),
+                            work_dir=work_dir, cfg_options=options, iters=ITERS)
     assert set(again['status'].values()) == {'skipped'}
     assert sorted(again['seed_rows'], key=lambda r: (r['fraction'], r['seed'])) == \
         sorted(more['seed_rows'], key=lambda r: (r['fraction'], r['seed']))
     # other training settings in the same folders: refused while resuming
     with pytest.raises(ValueError, match='other settings'):
         run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS,
-                        corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
-                        cfg_options=options, iters=ITERS + 1)
+                        options=dict(corruptions=CORRUPTIONS, severities=(3, )),
+                        work_dir=work_dir, cfg_options=options, iters=ITERS + 1)
     # other evaluation settings: evaluated again, not trained again
     plain = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS,
-                            corruptions=CORRUPTIONS, severities=(3, ), work_dir=work_dir,
-                            cfg_options=options, iters=ITERS, calibration=False)
+                            options=dict(corruptions=CORRUPTIONS, severities=(3, ),
+                                         calibration=False),
+                            work_dir=work_dir, cfg_options=options, iters=ITERS)
     assert set(plain['status'].values()) == {'evaluated'}
     assert [os.stat(p).st_mtime_ns for p in checkpoints] == mtimes
     assert [r['clean'] for r in plain['seed_rows']] == pytest.approx(

@@ -169,6 +169,20 @@ def test_named_scripts_exist(page):
     assert not missing, f'{osp.relpath(page, PROJECT_ROOT)} names missing scripts: {missing}'
 
 
+def _script_options(path: str) -> Set[str]:
+    """The option strings a script defines: those of its ``build_parser()`` when it has
+    one (flags made from ``RobustnessOptions`` included), else the literals of its
+    source."""
+    source = _read(path)
+    if 'def build_parser(' in source:
+        spec = importlib.util.spec_from_file_location(
+            'script_' + re.sub(r'\W', '_', osp.relpath(path, PROJECT_ROOT)), path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return {o for action in module.build_parser()._actions for o in action.option_strings}
+    return set(re.findall(r"""['"](--[a-z][\w-]*)['"]""", source))
+
+
 @pytest.mark.parametrize('page', PAGES, ids=PAGE_IDS)
 def test_documented_options_exist(page):
     problems = []
@@ -176,11 +190,21 @@ def test_documented_options_exist(page):
         path = osp.join(PROJECT_ROOT, script)
         if not osp.isfile(path):
             continue  # reported by test_named_scripts_exist
-        source = _read(path)
+        defined = _script_options(path)
         for option in options:
-            if f"'{option}'" not in source and f'"{option}"' not in source:
+            if option not in defined:
                 problems.append(f'{script} has no option {option}')
     assert not problems, '\n'.join(sorted(set(problems)))
+
+
+def test_loop_options_table_lists_every_option():
+    """The options table of docs/robustness_loops.md has one row per field of
+    ``RobustnessOptions`` (and ``fp16``, the loop's own), in the fields' order."""
+    from reobench_mm.robustness.options import OPTION_NAMES
+    text = _read(osp.join(DOCS, 'robustness_loops.md'))
+    section = text.split('### Options', 1)[1].split('\n### ', 1)[0]
+    rows = re.findall(r'^\| `(\w+)` \|', section, flags=re.M)
+    assert rows == list(OPTION_NAMES) + ['fp16']
 
 
 # ----------------------------------------------------------------------------- tables

@@ -3,7 +3,7 @@ imports form no circle.
 
 Layers, bottom up (the target layout of the package):
 
- 1. ``version``, ``fileio``, ``registry``  (base)
+ 1. ``version``, ``fileio``, ``registry``, ``errors``  (base)
  2. ``corruptions``                     (pure numpy/OpenCV)
  3. ``transforms``, ``datasets``
  4. ``models``
@@ -34,7 +34,7 @@ PACKAGE_DIR = osp.join(PROJECT_ROOT, PACKAGE)
 #: Module or package (dotted, without the ``reobench_mm.`` prefix) -> layer; the longest
 #: matching prefix decides. ``''`` is the package root.
 LAYERS: Dict[str, int] = {
-    'version': 1, 'fileio': 1, 'registry': 1,
+    'version': 1, 'fileio': 1, 'registry': 1, 'errors': 1,
     'corruptions': 2,
     'transforms': 3, 'datasets': 3,
     'models': 4,
@@ -175,18 +175,18 @@ def _ancestors(module: str) -> Set[str]:
 
 
 def test_no_import_cycles():
-    """No circle of imports, module-level or inside functions: an import inside a
-    function hides a circle from the interpreter, not from the design. Left out: imports
-    for annotations only (``if TYPE_CHECKING:``, never run), and an import of one's own
-    enclosing package (Python runs a package's ``__init__`` before any of its modules, so
-    that edge is implied and closes no circle of its own)."""
-    graph: Dict[str, Dict[str, bool]] = {}
+    """No circle of imports, module-level, inside functions or for annotations only
+    (``if TYPE_CHECKING:``): an import inside a function or under ``TYPE_CHECKING``
+    hides a circle from the interpreter, not from the design. Left out: an import of
+    one's own enclosing package (Python runs a package's ``__init__`` before any of its
+    modules, so that edge is implied and closes no circle of its own)."""
+    graph: Dict[str, Dict[str, str]] = {}
     for module in MODULES:
-        edges: Dict[str, bool] = {}  # target -> imported in functions only
+        edges: Dict[str, str] = {}  # target -> 'module', else 'function' or 'annotations'
         for target, _, context in imports_of(module):
-            if context != 'annotations' and target in MODULES and target != module \
-                    and target not in _ancestors(module):
-                edges[target] = edges.get(target, True) and context == 'function'
+            if target in MODULES and target != module and target not in _ancestors(module):
+                edges[target] = 'module' if 'module' in (edges.get(target), context) \
+                    else edges.get(target, context)
         graph[module] = dict(sorted(edges.items()))
     cycles, state, stack = [], {}, []
 
@@ -203,9 +203,10 @@ def test_no_import_cycles():
 
     def describe(cycle: List[str]) -> str:
         text = _short(cycle[0])
+        arrows = {'module': ' -> ', 'function': ' -(in a function)-> ',
+                  'annotations': ' -(for annotations)-> '}
         for source, target in zip(cycle, cycle[1:]):
-            arrow = ' -(in a function)-> ' if graph[source][target] else ' -> '
-            text += arrow + _short(target)
+            text += arrows[graph[source][target]] + _short(target)
         return text
 
     for module in sorted(graph):

@@ -18,17 +18,18 @@ from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
-from reobench_mm.analysis.report import (make_provenance, summary_from_results_json,
-                                         write_report)
+from reobench_mm.analysis.report import make_provenance, write_report
+from reobench_mm.analysis.results_file import read_results
 from reobench_mm.analysis.results import aggregate
 from reobench_mm.corruptions import (corrupt, corrupt_geometric, get_corruption,
                                      list_corruptions)
 from reobench_mm.datasets.epoch import EpochIndexSampler
 from reobench_mm.registry import DATASETS
-from reobench_mm.robustness.loops import (check_held_out, robustness_metrics,
-                                          seen_in_training)
-from reobench_mm.robustness.store import SweepError
+from reobench_mm.errors import SweepError
+from reobench_mm.robustness.held_out import check_held_out, seen_in_training
+from reobench_mm.robustness.switching import robustness_metrics
 from reobench_mm.transforms import ApplyCorruption, RandomCorruption, move_boxes
+from reobench_mm.transforms.random_corruption import place_random_corruption
 
 SEG_ROBUST = osp.join(PROJECT_ROOT, 'configs', 'demo',
                       'upernet_r18-tiny_1xb4-600i_demo-potsdam-128x128_robust.py')
@@ -46,10 +47,16 @@ def _step_position(pipeline) -> int:
     return position
 
 
-def _robust_cfg(task: str, demo_data: str, work_dir: str = None) -> Config:
-    """The robust demo config of ``task`` on the demo data, no workers."""
+def _robust_cfg(task: str, demo_data: str, work_dir: str = None,
+                placed: bool = True) -> Config:
+    """The robust demo config of ``task`` on the demo data, no workers; with ``placed``,
+    its training pipeline as ``EpochIndexedDataset`` builds it (the wrapper's corruption
+    step put where the placement rules say, so that tests can cut the pipeline there)."""
     path, folder = TASKS[task]
     cfg = Config.fromfile(path)
+    if placed:
+        dataset = cfg.train_dataloader.dataset
+        place_random_corruption(dataset.dataset.pipeline, dataset.pop('corruption'))
     root = osp.join(demo_data, folder)
     options = {'train_dataloader.dataset.dataset.data_root': root, 'log_level': 'WARNING'}
     for split in ('val', 'test'):
@@ -378,7 +385,7 @@ def _train(task: str, demo_data: str, work_dir: str, iters: int) -> dict:
     """Train the robust demo config of ``task`` for ``iters`` iterations (batch 2, no
     validation), packing each sample's draw into its metainfo; returns the checkpoint,
     the draws of every batch and the losses."""
-    cfg = _robust_cfg(task, demo_data, work_dir)
+    cfg = _robust_cfg(task, demo_data, work_dir, placed=False)  # the wrapper places it
     cfg.merge_from_dict({'train_cfg.max_iters': iters, 'train_cfg.val_interval': iters + 1,
                          'train_dataloader.batch_size': 2,
                          'default_hooks.checkpoint.interval': iters})
@@ -475,7 +482,8 @@ def test_check_held_out_refuses_seen_corruptions():
 
 
 def _robust_runner(demo_data, work_dir, checkpoint, **loop):
-    cfg = _robust_cfg('seg', demo_data, work_dir)
+    # as written: the loop reads the pool from the wrapper's corruption step
+    cfg = _robust_cfg('seg', demo_data, work_dir, placed=False)
     cfg.custom_hooks = []
     cfg.test_cfg = dict(type='RobustnessTestLoop', severities=[3], plots=False, **loop)
     cfg.load_from = checkpoint
@@ -607,7 +615,7 @@ def test_aggregate_held_out_scores_against_numpy(tmp_path):
     assert training['seen_corruptions'] == SENSOR
     assert training['held_out']['avg'] == pytest.approx(np.mean(means))
     assert training['held_out']['corruptions'] == ['cloud', 'haze', 'rotate']
-    reloaded = summary_from_results_json(str(tmp_path / 'sensor' / 'results.json'))
+    reloaded = read_results(str(tmp_path / 'sensor' / 'results.json')).summary
     assert reloaded.seen_in_training == summary.seen_in_training
     assert reloaded.held_out == summary.held_out
     assert '| gaussian_noise † |' in report and '| motion_blur † |' in report

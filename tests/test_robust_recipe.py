@@ -67,7 +67,7 @@ def test_refusals(tmp_path):
         compare_recipes(SEG_ROBUST, SEG_ROBUST, work_dir=str(tmp_path))
     with pytest.raises(ValueError, match='nothing is held out'):
         compare_recipes(SEG_PLAIN, SEG_ROBUST, work_dir=str(tmp_path),
-                        corruptions=['sensor'])
+                        options=dict(corruptions=['sensor']))
     assert not any(tmp_path.iterdir())
 
 
@@ -95,8 +95,8 @@ def test_compare_recipes_on_the_demo_data(tmp_path, demo_data):
     options['train_dataloader.batch_size'] = 2
     work = str(tmp_path / 'recipe')
     result = compare_recipes(plain, robust, work_dir=work, seeds=[0], iters=3,
-                             corruptions=['gaussian_noise', 'cloud'], severities=[2],
-                             cfg_options=options)
+                             options=dict(corruptions=['gaussian_noise', 'cloud'],
+                                          severities=[2]), cfg_options=options)
     assert result['pool'][0] == 'gaussian_noise' and result['held_out'] == ['cloud']
     for recipe in ('plain', 'robust'):
         (run, ) = result['recipes'][recipe]['runs']
@@ -119,7 +119,7 @@ def test_compare_recipes_on_the_demo_data(tmp_path, demo_data):
                            'seed_0', 'robustness', 'report.md'), encoding='utf-8').read()
     assert 'gaussian_noise †' in report and 'held out from training' in report
     # shards of the robust sweep, merged, keep the seen corruptions and held-out scores
-    from reobench_mm.robustness.store import merge_sweeps
+    from reobench_mm.robustness.shards import merge_sweeps
     from reobench_mm.robustness.sweep import RobustnessSweep
     (run, ) = result['recipes']['robust']['runs']
     checkpoint = json.load(open(osp.join(work, run['model'], 'fraction_1', 'seed_0',
@@ -134,8 +134,8 @@ def test_compare_recipes_on_the_demo_data(tmp_path, demo_data):
     assert merged.summary.held_out.avg == pytest.approx(run['held_out_avg'])
     # a rerun reuses both trainings and sweeps
     again = compare_recipes(plain, robust, work_dir=work, seeds=[0], iters=3,
-                            corruptions=['gaussian_noise', 'cloud'], severities=[2],
-                            cfg_options=options)
+                            options=dict(corruptions=['gaussian_noise', 'cloud'],
+                                         severities=[2]), cfg_options=options)
     assert again['difference'] == result['difference']
 
 

@@ -16,12 +16,12 @@ import pytest
 from scipy import special, stats
 
 import reobench_mm  # noqa: F401
-from reobench_mm.analysis.compare import (CROSS_MODEL_FILES,
-                                          CROSS_MODEL_PLOTS, compare_models,
-                                          effective_robustness, effective_robustness_fit,
-                                          fit_line, kendall_tau, load_model_set,
-                                          load_shift_values, rank_stability,
-                                          write_cross_model)
+from reobench_mm.analysis.compare import (CROSS_MODEL_FILES, CROSS_MODEL_PLOTS,
+                                          compare_models, write_cross_model)
+from reobench_mm.analysis.effective_robustness import (effective_robustness,
+                                                       effective_robustness_fit, fit_line)
+from reobench_mm.analysis.model_set import load_model_set, load_shift_values
+from reobench_mm.analysis.rank_stability import kendall_tau, rank_stability
 from reobench_mm.analysis.report import make_provenance, write_report
 from reobench_mm.analysis.results import AVG, SHIFT, ConditionResult
 from reobench_mm.evaluation.keys import ECE_KEY as CALIBRATION_KEY

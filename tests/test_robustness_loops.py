@@ -19,8 +19,9 @@ import reobench_mm  # noqa: F401  (registration)
 from conftest import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together,
                       train_checkpoint)
 from reobench_mm.corruptions.condition import Condition
-from reobench_mm.robustness.loops import RobustnessTestLoop, RobustnessValLoop
-from reobench_mm.robustness.store import SweepError
+from reobench_mm.errors import SweepError
+from reobench_mm.robustness.test_loop import RobustnessTestLoop
+from reobench_mm.robustness.val_loop import RobustnessValLoop
 from sweep_helpers import untrained_checkpoint
 
 SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
@@ -223,8 +224,13 @@ def test_robustness_loops_refuse_bad_options(demo_data, tmp_path):
         build(severities=[6])
     with pytest.raises(SweepError, match='decode_cache_bytes'):
         build(decode_cache_bytes=-1)
-    with pytest.raises(TypeError, match='unexpected keyword argument'):
+    with pytest.raises(SweepError, match=r"'corruption' is not an option of RobustnessTestLoop "
+                       r"\(did you mean 'corruptions'\?\)"):
         build(corruption='cloud')  # a CorruptionTestLoop option: a typo, not ignored
+    with pytest.raises(SweepError, match="'force' is an option of other runs, not of "
+                       'RobustnessValLoop'):
+        Runner.from_cfg(_seg_cfg(data_root, str(tmp_path / 'work'),
+                                 val_cfg=dict(type='RobustnessValLoop', force=True))).val_loop
     with pytest.raises(ValueError, match='corruption_cfg, which nothing reads'):
         cfg = _seg_cfg(data_root, str(tmp_path / 'work'),
                        val_cfg=dict(type='RobustnessValLoop'))

@@ -11,10 +11,9 @@ import os.path as osp
 import pytest
 
 import reobench_mm  # noqa: F401
-from reobench_mm.analysis.compare import build_comparison
-from reobench_mm.analysis.report import (RESULTS_FORMAT, load_condition_results,
-                                         load_results_json, make_provenance,
-                                         summary_from_results_json, write_report)
+from reobench_mm.analysis.model_set import build_comparison
+from reobench_mm.analysis.report import make_provenance, write_report
+from reobench_mm.analysis.results_file import RESULTS_FORMAT, read_results
 from reobench_mm.analysis.results import (REOBENCH_TABLE_ORDER,
                                           ConditionResult, aggregate,
                                           condition_result_from_metrics, merge_results,
@@ -261,19 +260,27 @@ def test_results_json_is_deterministic(tmp_path):
     assert a == b
     assert (tmp_path / 'a' / 'results.csv').read_bytes() == \
         (tmp_path / 'b' / 'results.csv').read_bytes()
-    doc = load_results_json(str(tmp_path / 'a' / 'results.json'))
+    doc = json.loads(a)
     assert doc['format'] == RESULTS_FORMAT
     assert doc['provenance']['checkpoint_sha256'] == 'ab' * 32
     assert doc['numbers']['delta_tp'] == pytest.approx(22.0)
     # a recorded time changes the provenance only
     _report(tmp_path / 'c', results, record_time=True)
-    doc_c = load_results_json(str(tmp_path / 'c' / 'results.json'))
+    doc_c = json.loads((tmp_path / 'c' / 'results.json').read_bytes())
     assert 'created_at' in doc_c['provenance']
     assert doc_c['numbers'] == doc['numbers']
     # stored conditions aggregate back to the same numbers
-    again = summary_from_results_json(str(tmp_path / 'a' / 'results.json'))
-    assert again.to_dict() == doc['numbers']
-    assert load_condition_results(str(tmp_path / 'a' / 'results.json')) == again.conditions
+    read = read_results(str(tmp_path / 'a' / 'results.json'))
+    assert read.summary.to_dict() == doc['numbers']
+    assert read.provenance == doc['provenance'] and read.task == 'segmentation'
+    # a summary number edited by hand is refused, naming the file
+    doc['numbers']['avg'] += 1.0
+    (tmp_path / 'edited.json').write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r'edited\.json: its avg do not match'):
+        read_results(str(tmp_path / 'edited.json'))
+    (tmp_path / 'empty.json').write_text('')
+    with pytest.raises(ValueError, match=r'empty\.json is not valid JSON'):
+        read_results(str(tmp_path / 'empty.json'))
 
 
 def test_results_csv_rows(tmp_path):

@@ -14,7 +14,7 @@ from conftest import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, free_port,
                       run_tools_together, train_checkpoint)
 from reobench_mm.robustness.plan import (parse_shard, select_corruptions, select_severities,
                                          shard_conditions, sweep_conditions)
-from reobench_mm.robustness.store import SweepError
+from reobench_mm.errors import SweepError
 from reobench_mm.robustness.sweep import CheckpointMismatchError, RobustnessSweep, run_sweep
 from reobench_mm.corruptions import list_corruptions
 from sweep_helpers import sweep_options as _options

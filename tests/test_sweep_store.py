@@ -19,8 +19,9 @@ import reobench_mm  # noqa: F401  (registration)
 import reobench_mm.analysis.report as report_module
 import reobench_mm.robustness.store as sweep_module
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
-from reobench_mm.robustness.store import (LOCK_FILE, SweepError, WorkDirLock,
-                                          WorkDirLockedError, merge_sweeps)
+from reobench_mm.engine.workdir import LOCK_FILE, WorkDirLock
+from reobench_mm.errors import SweepError, WorkDirLockedError
+from reobench_mm.robustness.shards import merge_sweeps
 from reobench_mm.robustness.sweep import FingerprintMismatchError, RobustnessSweep
 from reobench_mm.datasets.synthetic import make_demo_data
 from sweep_helpers import listing, sweep_options, untrained_checkpoint
@@ -386,7 +387,7 @@ def test_every_run_gets_a_log_folder_of_its_own(tmp_path):
     cannot restore) another run's folder."""
     import time
 
-    from reobench_mm.robustness.store import wait_for_fresh_log_folder
+    from reobench_mm.engine.workdir import wait_for_fresh_log_folder
     now = time.strftime('%Y%m%d_%H%M%S')
     (tmp_path / now).mkdir()
     start = time.perf_counter()

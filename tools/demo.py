@@ -25,14 +25,14 @@ from typing import NamedTuple
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from reobench_mm.analysis.report import load_results_json
+from reobench_mm.analysis.results_file import read_results
 from reobench_mm.analysis.tables import paper_table_lines
 from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
                                             tree_digest)
 from reobench_mm.engine import rescale_iter_schedule
 from reobench_mm.evaluation.keys import ROTATED_DETECTION, SEGMENTATION, get_task
 from reobench_mm.robustness.plan import select_corruptions, select_severities
-from reobench_mm.robustness.store import SweepError
+from reobench_mm.errors import SweepError
 from reobench_mm.robustness.sweep import FingerprintMismatchError, RobustnessSweep
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -196,7 +196,7 @@ def main() -> None:
           'ECE row: clean, per corruption, Avg, Avg - Clean):')
     for name, results_json in reports.items():
         print(f'\n  {name}:')
-        for line in paper_table_lines(load_results_json(results_json)['numbers']):
+        for line in paper_table_lines(read_results(results_json).summary):
             print('    ' + line)
         print(f"    report: {osp.join(osp.dirname(results_json), 'report.md')}")
 

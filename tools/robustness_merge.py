@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     parser.add_argument('--no-plots', action='store_true', help='no plots in the report')
     args = parser.parse_args(argv)
     from reobench_mm.analysis.tables import paper_table_lines
-    from reobench_mm.robustness.store import merge_sweeps
+    from reobench_mm.robustness.shards import merge_sweeps
     try:
         report = merge_sweeps(args.work_dirs, args.out or args.work_dirs[0],
                               plots=not args.no_plots)

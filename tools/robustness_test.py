@@ -6,7 +6,8 @@
         [--launcher none|pytorch|slurm|mpi] [--force] [--shard i/n] [--no-plots]
         [--calibration] [--temperature-scaling [--temperature-split N
         [--temperature-split-seed S] | --temperature-on-test]]
-        [--seen-corruptions [NAME ...]] [--held-out-only]
+        [--seen-corruptions [NAME ...]] [--held-out-only] [--decode-cache-bytes BYTES]
+        [--partial-checkpoint]
 
 The model is built and the checkpoint loaded (strictly) once; the corruption of the
 test pipeline is switched for each condition. Each finished condition is written to
@@ -31,26 +32,16 @@ import sys
 # 'spawn' process pool whose workers re-import this file.
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options (the robustness ones made from ``RobustnessOptions``)."""
     from mmengine.config import DictAction
 
-    from reobench_mm.corruptions import PROTOCOLS
-    from reobench_mm.corruptions.geometric import BORDER_MODES
+    from reobench_mm.robustness.options import SWEEP_OPTIONS, add_option_arguments
 
     parser = argparse.ArgumentParser(
         description='Evaluate a segmentor or rotated detector clean and under corruptions')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument('--corruptions', nargs='+', metavar='NAME',
-                        help='corruption names or groups (all, environmental, sensor, '
-                        "geometric, appearance); default: all of the protocol's")
-    parser.add_argument('--severities', nargs='+', type=int, metavar='K',
-                        help='severities 1..5 (default: all five)')
-    parser.add_argument('--protocol', choices=PROTOCOLS, default='reobench',
-                        help='corruption protocol')
-    parser.add_argument('--seed', type=int, default=0, help='seed of the corruption draws')
-    parser.add_argument('--border', choices=list(BORDER_MODES), default='reflect',
-                        help='border of rotate/translate')
     parser.add_argument('--work-dir', help='output folder (default: '
                         'work_dirs/robustness/<config stem>)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
@@ -58,35 +49,12 @@ def parse_args(argv=None):
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
                         default='none', help='job launcher')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    parser.add_argument('--force', action='store_true',
-                        help='evaluate again the conditions already finished')
-    parser.add_argument('--shard', metavar='i/n',
-                        help='evaluate only every n-th condition from i (clean is in 0); '
-                        'merge with tools/robustness_merge.py')
-    parser.add_argument('--no-plots', action='store_true', help='no plots in the report')
-    parser.add_argument('--calibration', action='store_true',
-                        help='also report calibration (ECE, signed gap, NLL, Brier, classwise '
-                        'ECE, AURC, eAURC, accuracy at 90%% coverage; detection: D-ECE) in '
-                        'every condition, with reliability diagrams and ECE vs severity')
-    parser.add_argument('--temperature-scaling', action='store_true',
-                        help='(segmentation; implies --calibration) fit one temperature on '
-                        'clean pixels of images that are not evaluated (--temperature-split, '
-                        'or a val_dataloader of other images) and report every condition '
-                        'calibrated with it too (calib_ts/...)')
-    parser.add_argument('--temperature-split', type=int, metavar='N',
-                        help='hold out N test images (seeded, stratified) for the '
-                        'temperature and evaluate the rest (the calibration study: 400)')
-    parser.add_argument('--temperature-split-seed', type=int, default=0, metavar='S',
-                        help='seed of the held-out split (default 0)')
-    parser.add_argument('--temperature-on-test', action='store_true',
-                        help='allow fitting the temperature on evaluated images '
-                        '(optimistic; recorded in the report)')
-    parser.add_argument('--seen-corruptions', nargs='*', metavar='NAME',
-                        help="corruptions the model saw in training (default: read from the "
-                        "config's RandomCorruption steps; give none for none): marked in the "
-                        'report, which adds held-out scores over the others')
-    parser.add_argument('--held-out-only', action='store_true',
-                        help='refuse to evaluate corruptions seen in training')
+    add_option_arguments(parser.add_argument_group('robustness options'), SWEEP_OPTIONS)
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args, parser
@@ -103,22 +71,13 @@ def error_line(error: BaseException) -> str:
 def main(argv=None) -> int:
     args, parser = parse_args(argv)
     from reobench_mm.engine.checkpoint import CheckpointError
-    from reobench_mm.robustness.store import SweepError
+    from reobench_mm.errors import SweepError
+    from reobench_mm.robustness.options import SWEEP_OPTIONS, options_from_args
     from reobench_mm.robustness.sweep import RobustnessSweep
     try:
-        sweep = RobustnessSweep(
-            args.config, args.checkpoint, corruptions=args.corruptions,
-            severities=args.severities, protocol=args.protocol, seed=args.seed,
-            border=args.border, work_dir=args.work_dir, cfg_options=args.cfg_options,
-            launcher=args.launcher, force=args.force, shard=args.shard,
-            plots=not args.no_plots, calibration=args.calibration,
-            temperature_scaling=args.temperature_scaling,
-            temperature_split=args.temperature_split,
-            temperature_split_seed=args.temperature_split_seed,
-            temperature_on_test=args.temperature_on_test,
-            seen_corruptions='auto' if args.seen_corruptions is None
-            else args.seen_corruptions or None,
-            held_out_only=args.held_out_only)
+        sweep = RobustnessSweep(args.config, args.checkpoint, work_dir=args.work_dir,
+                                cfg_options=args.cfg_options, launcher=args.launcher,
+                                **options_from_args(args, SWEEP_OPTIONS))
     except (OSError, KeyError, ValueError) as error:
         parser.error(error.args[0] if isinstance(error, KeyError) else str(error))
     try:
@@ -135,10 +94,10 @@ def main(argv=None) -> int:
         if outcome.manifest:
             print(f'shard manifest: {outcome.manifest}')
         if 'results.json' in outcome.report_files:
-            from reobench_mm.analysis.report import load_results_json
+            from reobench_mm.analysis.results_file import read_results
             from reobench_mm.analysis.tables import paper_table_lines
-            numbers = load_results_json(outcome.report_files['results.json'])['numbers']
-            print('\n'.join(paper_table_lines(numbers, caption=True)))
+            summary = read_results(outcome.report_files['results.json']).summary
+            print('\n'.join(paper_table_lines(summary, caption=True)))
     return 0
 
 

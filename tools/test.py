@@ -106,7 +106,7 @@ def main() -> int:
     from reobench_mm.engine.checkpoint import (CheckpointError, load_checkpoint_strict,
                                                read_checkpoint)
     from reobench_mm.fileio import dump_json_atomic
-    from reobench_mm.robustness.store import restored_on_failure, wait_for_fresh_log_folder
+    from reobench_mm.engine.workdir import restored_on_failure, wait_for_fresh_log_folder
     from reobench_mm.evaluation.keys import SEGMENTATION
     from reobench_mm.utils.config import prepare_test_config, tagged_path
     from reobench_mm.transforms.placement import condition_of, corruption_steps

@@ -3,36 +3,55 @@
 - :mod:`~reobench_mm.analysis.results`: conditions, condition results and their
   aggregation (Avg, ΔTP, mPC, rPC, per category);
 - :mod:`~reobench_mm.analysis.report`: one model's ``results.json``, ``results.csv``,
-  ``report.md`` and plots, and reading them back;
+  ``report.md`` and plots;
+- :mod:`~reobench_mm.analysis.results_file`: reading a ``results.json`` back (the one
+  typed reader);
 - :mod:`~reobench_mm.analysis.tables`: the number formatter, the Markdown-table writer,
   the paper layout and the several-model comparison table;
 - :mod:`~reobench_mm.analysis.plotting`: every figure of the package;
-- :mod:`~reobench_mm.analysis.compare`: several models' results (one loader), rank
-  stability and effective robustness.
+- :mod:`~reobench_mm.analysis.model_set`: several models' results (one loader) and the
+  comparison table;
+- :mod:`~reobench_mm.analysis.rank_stability`, :mod:`~reobench_mm.analysis.effective_robustness`:
+  the cross-model statistics; :mod:`~reobench_mm.analysis.compare` puts them together
+  and writes them;
+- :mod:`~reobench_mm.analysis.data_budget`: the numbers of the data-budget report.
 
 Nothing here runs a model: the experiment drivers of :mod:`reobench_mm.robustness` call
 it. May import the layers below it (the base modules, ``corruptions``, ``transforms``,
 ``datasets``, ``models``, ``evaluation``, ``engine`` and ``utils``); never
 ``robustness``.
-"""
-from .compare import build_comparison, compare_models, load_model_set, write_cross_model
-from .plotting import plot_reliability_diagrams
-from .report import (Report, load_condition_results, load_results_json, make_provenance,
-                     render_report_md, summary_from_results_json, write_report,
-                     write_results_csv, write_results_json)
-from .results import (REOBENCH_TABLE_ORDER, ConditionResult, RobustnessSummary, aggregate,
-                      condition_result_from_metrics, merge_results, results_from_jsonable,
-                      results_to_jsonable, robustness_scores)
-from .tables import (ComparisonTable, comparison_csv_text, comparison_markdown,
-                     paper_table_lines, write_comparison)
 
-__all__ = [
-    'REOBENCH_TABLE_ORDER', 'ConditionResult',
-    'RobustnessSummary', 'aggregate', 'condition_result_from_metrics', 'merge_results',
-    'results_to_jsonable', 'results_from_jsonable', 'robustness_scores', 'Report',
-    'write_report', 'write_results_json', 'write_results_csv', 'render_report_md',
-    'make_provenance', 'load_results_json', 'load_condition_results',
-    'summary_from_results_json', 'paper_table_lines', 'ComparisonTable', 'build_comparison',
-    'comparison_markdown', 'comparison_csv_text', 'write_comparison', 'load_model_set',
-    'compare_models', 'write_cross_model', 'plot_reliability_diagrams'
-]
+The names below are importable from this package; each loads its module on first use
+(the cross-model modules import scipy, which the plugin line does not need).
+"""
+import importlib
+from typing import Any
+
+#: public name -> the module that defines it
+_EXPORTS = {
+    'REOBENCH_TABLE_ORDER': 'results', 'ConditionResult': 'results',
+    'RobustnessSummary': 'results', 'aggregate': 'results',
+    'condition_result_from_metrics': 'results', 'merge_results': 'results',
+    'results_to_jsonable': 'results', 'results_from_jsonable': 'results',
+    'robustness_scores': 'results', 'Report': 'report', 'write_report': 'report',
+    'write_results_json': 'report', 'write_results_csv': 'report',
+    'render_report_md': 'report', 'make_provenance': 'report', 'ResultsFile': 'results_file',
+    'read_results': 'results_file', 'paper_table_lines': 'tables',
+    'ComparisonTable': 'tables', 'comparison_markdown': 'tables',
+    'comparison_csv_text': 'tables', 'write_comparison': 'tables',
+    'build_comparison': 'model_set', 'load_model_set': 'model_set',
+    'compare_models': 'compare', 'write_cross_model': 'compare',
+    'plot_reliability_diagrams': 'plotting',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f'{__name__}.{_EXPORTS[name]}'), name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -6,7 +6,7 @@ atomically (:func:`atomic_savefig`).
   (:func:`plot_reliability_diagrams`) and risk-coverage curves;
 - several models (:mod:`~reobench_mm.analysis.compare`): Kendall τ against severity and
   the effective-robustness fits;
-- the data-budget report (:mod:`~reobench_mm.robustness.data_budget`) and the
+- the data-budget report (:mod:`~reobench_mm.analysis.data_budget`) and the
   representation drift (:mod:`~reobench_mm.robustness.drift`).
 
 Every figure uses the layout engine :data:`FIGURE_LAYOUT`, so that titles, labels and
@@ -27,8 +27,10 @@ from ..fileio import atomic_write_bytes
 from .results import AVG, SHIFT, RobustnessSummary, check_condition
 from .tables import column_title
 
-if TYPE_CHECKING:
-    from .compare import CrossModelComparison
+if TYPE_CHECKING:  # annotations only: these modules import scipy, the plugin line must not
+    from .effective_robustness import EffectiveRobustnessFit
+    from .model_set import ModelSet
+    from .rank_stability import RankStability
 
 __all__ = [
     'FIGURE_LAYOUT', 'agg_pyplot', 'atomic_savefig', 'wrap_to_width', 'plot_severity_curves',
@@ -313,11 +315,11 @@ def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str 
 # ----------------------------------------------------------------------------------
 # Several models
 # ----------------------------------------------------------------------------------
-def plot_kendall_tau_vs_severity(comparison: CrossModelComparison, path: str) -> str:
+def plot_kendall_tau_vs_severity(rank: RankStability, model_set: ModelSet, path: str) -> str:
     """``kendall_tau_vs_severity.png``: τ against severity, one panel per measure,
     one faint line per corruption and the mean over corruptions in bold."""
     plt = agg_pyplot()
-    ms, rank = comparison.model_set, comparison.rank
+    ms = model_set
     fig, axes = plt.subplots(1, len(rank.measures), figsize=(4.8 * len(rank.measures) + 2, 4),
                              squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
     try:
@@ -356,17 +358,17 @@ def _model_styles(count: int) -> List[Tuple[Any, str]]:
             for i in range(count)]
 
 
-def plot_effective_robustness(comparison: CrossModelComparison, path: str,
-                              max_columns: int = 4) -> str:
+def plot_effective_robustness(fits: Mapping[str, EffectiveRobustnessFit], model_set: ModelSet,
+                              path: str, max_columns: int = 4) -> str:
     """``effective_robustness.png``: one panel per fit (a grid): models as points (ID
     vs OOD; one colour and marker per model, named in the legend), the fitted line,
     its bootstrap band and ``y = x``."""
     plt = agg_pyplot()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    fits = list(comparison.fits.values())
-    metric = comparison.model_set.metric
-    models = list(comparison.model_set.models)
+    fits = list(fits.values())
+    metric = model_set.metric
+    models = list(model_set.models)
     styles = dict(zip(models, _model_styles(len(models))))
     n_columns = min(max_columns, len(fits))
     n_rows = int(math.ceil(len(fits) / n_columns))

@@ -15,7 +15,8 @@ One call writes everything for one model::
 byte-identical file); ``provenance`` holds what it is given (model, config hash,
 checkpoint SHA-256, seed, protocol, package versions) and a time only when asked
 (``make_provenance(record_time=True)``). Every file is written atomically (a
-temporary file in the same folder, then ``os.replace``).
+temporary file in the same folder, then ``os.replace``). It is read back by
+:func:`~reobench_mm.analysis.results_file.read_results`.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import os.path as osp
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ..corruptions.condition import Condition
+from ..corruptions import list_corruptions
 from ..evaluation.keys import (CALIBRATION_METRICS, CALIBRATION_PREFIX, CALIBRATION_PREFIXES,
                                ECE, SCALED_CALIBRATION_PREFIX, SEGMENTATION, get_task,
                                metric_key, results_task)
@@ -37,18 +38,16 @@ from ..fileio import atomic_write_text, file_sha256, nan_to_null
 from ..version import package_versions
 from .plotting import (plot_drop_by_corruption, plot_ece_vs_severity,
                        plot_reliability_by_condition, plot_risk_coverage, plot_severity_curves)
-from .results import (REOBENCH_TABLE_ORDER, ConditionResult, RobustnessSummary, aggregate,
-                      normalize_results, results_from_jsonable)
+from .results import RobustnessSummary, aggregate, corruption_order
+from .results_file import RESULTS_FORMAT
 from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
 
 __all__ = [
     'RESULTS_FORMAT', 'RESULT_FILES', 'PLOT_FILES', 'ECE_PLOT_FILE', 'make_provenance',
     'results_document', 'write_results_json', 'results_csv_text', 'write_results_csv',
-    'render_report_md', 'calibration_keys', 'Report', 'write_report', 'load_results_json',
-    'load_condition_results', 'summary_from_results_json'
+    'render_report_md', 'calibration_keys', 'Report', 'write_report'
 ]
 
-RESULTS_FORMAT = 'reobench_mm.robustness_results/1'
 RESULT_FILES = ('results.json', 'results.csv', 'report.md')
 PLOT_FILES = ('severity_curves.png', 'drop_by_corruption.png')
 ECE_PLOT_FILE = 'ece_vs_severity.png'
@@ -179,7 +178,7 @@ def _table_columns(summary: RobustnessSummary) -> List[str]:
     """The corruption columns of the paper-layout table: REOBench's 12 in Table 2
     order for that protocol (absent ones shown as '–'), else the included ones."""
     if summary.protocol == 'reobench':
-        return list(REOBENCH_TABLE_ORDER)
+        return corruption_order(list_corruptions('reobench'), 'reobench')
     return list(summary.corruptions)
 
 
@@ -349,9 +348,6 @@ def _temperature_text(provenance: Mapping[str, Any]) -> Optional[str]:
 
 
 # ----------------------------------------------------------------------------------
-# Plots
-# ----------------------------------------------------------------------------------
-# ----------------------------------------------------------------------------------
 # One model
 # ----------------------------------------------------------------------------------
 @dataclass
@@ -418,43 +414,3 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     report.files['report.md'] = atomic_write_text(
         path('report.md'), render_report_md(summary, provenance, plot_files))
     return report
-
-
-def load_results_json(path: str) -> Dict[str, Any]:
-    """Read a ``results.json`` written by :func:`write_results_json` (checked)."""
-    with open(path, encoding='utf-8') as handle:
-        doc = json.load(handle)
-    if not isinstance(doc, dict) or doc.get('format') != RESULTS_FORMAT:
-        raise ValueError(f'{path} is not a robustness results file (expected "format": '
-                         f'{RESULTS_FORMAT!r})')
-    for key in ('clean', 'per_corruption', 'protocol', 'conditions'):
-        if key not in doc.get('numbers', {}):
-            raise ValueError(f'{path}: "numbers" lacks {key!r}')
-    return doc
-
-
-def load_condition_results(path: str, protocol: Optional[str] = None
-                           ) -> Dict[Condition, ConditionResult]:
-    """The ``condition -> result`` map of a ``results.json`` or of a shard file
-    (``{'clean': {...}, 'cloud@3': {...}}``, see :func:`results_to_jsonable`)."""
-    with open(path, encoding='utf-8') as handle:
-        data = json.load(handle)
-    if isinstance(data, dict) and data.get('format') == RESULTS_FORMAT:
-        numbers = data['numbers']
-        protocol = protocol or numbers['protocol']
-        return normalize_results({row['condition']: {k: row[k] for k in
-                                                     ('value', 'per_class', 'extra')}
-                                  for row in numbers['conditions']}, protocol)
-    if not isinstance(data, dict):
-        raise ValueError(f'{path}: expected a JSON object of condition results')
-    return results_from_jsonable(data, protocol or 'reobench')
-
-
-def summary_from_results_json(path: str) -> RobustnessSummary:
-    """Re-aggregate the conditions stored in a ``results.json``."""
-    numbers = load_results_json(path)['numbers']
-    seen = (numbers.get('training') or {}).get('seen_corruptions')
-    return aggregate(load_condition_results(path), protocol=numbers['protocol'],
-                     task=numbers.get('task'), metric=numbers.get('metric'),
-                     expected_severities=numbers['included']['severities'],
-                     seen_in_training=seen)

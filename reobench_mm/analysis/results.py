@@ -36,7 +36,6 @@ when severities are missing.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -65,13 +64,20 @@ AVG = 'avg'
 #: Name of the cross-model fit against the clean metric on a shifted dataset.
 SHIFT = 'shift'
 
-#: Column order of REOBench Tables 2 and 3 (engine names).
-REOBENCH_TABLE_ORDER = ('brightness_contrast', 'cloud', 'compression_artifacts', 'data_gaps',
-                        'gaussian_blur', 'gaussian_noise', 'haze', 'motion_blur', 'rotate',
-                        'salt_pepper_noise', 'scale', 'translate')
-
 #: Engine name -> column name of the published tables, where they differ.
 PAPER_COLUMN_NAMES = {'salt_pepper_noise': 'salt_pepper'}
+
+
+def _reobench_table_order() -> Tuple[str, ...]:
+    """REOBench's tables (Tables 2 and 3) order their corruption columns alphabetically
+    by column name; the order is derived from the corruption registry by that rule, so a
+    corruption added to the protocol gets its column and enters Avg and ΔTP."""
+    return tuple(sorted(list_corruptions('reobench'),
+                        key=lambda name: PAPER_COLUMN_NAMES.get(name, name)))
+
+
+#: Column order of REOBench Tables 2 and 3 (engine names), from the registry.
+REOBENCH_TABLE_ORDER = _reobench_table_order()
 
 Number = Union[int, float]
 
@@ -227,9 +233,11 @@ def corruption_order(names: Iterable[str], protocol: str = 'reobench') -> List[s
     """``names`` in table order: REOBench Table 2 order for ``'reobench'``, the
     engine's registration order otherwise."""
     names = set(names)
-    reference = REOBENCH_TABLE_ORDER if protocol == 'reobench' else list_corruptions(protocol)
+    # read from the registry on every call: a corruption registered later has its place
+    reference = _reobench_table_order() if protocol == 'reobench' \
+        else list_corruptions(protocol)
     unknown = names - set(reference)
-    if unknown:
+    if unknown:  # an unregistered name (a registered one is in the reference)
         _check_corruption(sorted(unknown)[0], protocol)
     return [n for n in reference if n in names]
 
@@ -529,9 +537,6 @@ class RobustnessSummary:
                 'seen_corruptions': list(self.seen_in_training),
                 'held_out': None if self.held_out is None else self.held_out.to_dict()}
         return nan_to_null(data)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
 
 def aggregate(results: Mapping[Any, Any], protocol: str = 'reobench',

@@ -13,7 +13,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..evaluation.keys import ECE, ECE_KEY
 from ..fileio import atomic_write_text
@@ -96,8 +96,7 @@ class PaperRow:
                 zip((fmt_number(v, digits) for v in self.values(columns)), flags)]
 
 
-def paper_table_lines(results: Union[RobustnessSummary, Mapping[str, Any]],
-                      caption: bool = False) -> List[str]:
+def paper_table_lines(summary: RobustnessSummary, caption: bool = False) -> List[str]:
     """The paper-layout table of one model as aligned text lines: a header (``Clean``,
     one column per corruption, ``Avg``, ``ΔTP``), the task metric's row (``mIoU`` /
     ``mAP``, mean over severities, 2 decimals) and, with calibration metrics, an ``ECE``
@@ -105,12 +104,12 @@ def paper_table_lines(results: Union[RobustnessSummary, Mapping[str, Any]],
     as ``–``.
 
     Args:
-        results: a :class:`RobustnessSummary`, or the ``numbers`` of a ``results.json``
-            (:meth:`RobustnessSummary.to_dict`).
+        summary: the model's summary (of a ``results.json``: its
+            :func:`~reobench_mm.analysis.results_file.read_results` ``summary``).
         caption: start with a line saying what the numbers are (the severities averaged,
             the definition of ΔTP and of the ECE row's last column).
     """
-    numbers = results.to_dict() if isinstance(results, RobustnessSummary) else results
+    numbers = summary.to_dict()  # NaN as None, which the cells show as missing
     names = list(numbers['per_corruption'])
     header = paper_header(names)
     rows: List[Tuple[str, int, PaperRow]] = [(numbers['metric'], 2, PaperRow(

@@ -4,12 +4,14 @@ Written here rather than taken from a package: the usual Python Perlin packages
 evaluate one point per call (a per-pixel Python loop, seconds per image), while
 this builds each octave from a few small arrays and one sparse matrix product.
 """
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import numpy as np
-import scipy.sparse
 
 from . import base as _base
+
+if TYPE_CHECKING:  # imported where the field is built: the engine's import stays light
+    import scipy.sparse
 
 __all__ = ['perlin', 'fractal_perlin', 'fractal_perlin_field', 'NoiseField', 'perlin_per_pixel']
 
@@ -83,7 +85,7 @@ class NoiseField:
     image's size, evaluated whole (:meth:`image`) or a band of rows at a time
     (:meth:`rows_between`, the same values as the matching rows of :meth:`image`)."""
 
-    def __init__(self, weights: scipy.sparse.csr_matrix, rows: np.ndarray) -> None:
+    def __init__(self, weights: 'scipy.sparse.csr_matrix', rows: np.ndarray) -> None:
         self.weights, self.rows = weights, rows
 
     @property
@@ -103,6 +105,7 @@ def _combine(height: int, factors, amplitudes, rows: Optional[np.ndarray] = None
              ) -> NoiseField:
     """``sum_i amplitude_i · weights_i @ rows_i`` as one sparse product (float32);
     ``rows`` is the factors' row vectors already stacked, if they were written so."""
+    import scipy.sparse  # here: importing the engine does not import scipy
     offsets = np.cumsum([0] + [r.shape[0] for _, _, r in factors])
     columns = np.concatenate([c + off for (c, _, _), off in zip(factors, offsets)], axis=1)
     values = np.concatenate([a * v for (_, v, _), a in zip(factors, amplitudes)], axis=1)

@@ -19,7 +19,14 @@ Config (both are needed; ``RandomCorruption`` refuses samples without ``data_epo
     train_dataloader = dict(
         sampler=dict(type='EpochIndexSampler',
                      sampler=dict(type='DefaultSampler', shuffle=True)),
-        dataset=dict(type='EpochIndexedDataset', dataset=<the original dataset cfg>))
+        dataset=dict(type='EpochIndexedDataset', dataset=<the original dataset cfg>,
+                     corruption=dict(type='RandomCorruption', corruptions='sensor')))
+
+``corruption`` (optional) is placed into the wrapped dataset's training pipeline by the
+placement rules (:func:`~reobench_mm.transforms.random_corruption.place_random_corruption`:
+right after the loading steps, after the annotation loading when its pool holds a
+geometric corruption), whatever the pipeline's own step order, so a corruption-aware twin
+of any config (the toolboxes' own included) needs no hand-placed step.
 """
 from __future__ import annotations
 
@@ -34,6 +41,9 @@ from mmengine.logging import print_log
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 
 from ..registry import DATA_SAMPLERS, DATASETS
+from ..transforms.placement import Placement, built_dataset_pipelines, dataset_pipelines
+from ..transforms.random_corruption import (RandomCorruption, is_random_corruption,
+                                            place_random_corruption)
 from .wrapping import build_inner_dataset
 
 __all__ = ['EpochIndexSampler', 'EpochIndexedDataset', 'pack_index', 'unpack_index',
@@ -43,6 +53,29 @@ __all__ = ['EpochIndexSampler', 'EpochIndexedDataset', 'pack_index', 'unpack_ind
 EPOCH_KEY = 'data_epoch'
 #: ``type`` values that name :class:`EpochIndexedDataset` in a config.
 EPOCH_DATASET_TYPES = ('EpochIndexedDataset', 'reobench_mm.EpochIndexedDataset')
+
+
+def _place_corruption(dataset: Any, corruption: Any) -> List[Placement]:
+    """Put a ``RandomCorruption`` config into every image-loading pipeline of a dataset
+    config (edited in place) or built dataset (the step is built then)."""
+    if not (isinstance(corruption, dict) and is_random_corruption(corruption)):
+        raise ValueError('EpochIndexedDataset: corruption must be a RandomCorruption config, '
+                         "e.g. dict(type='RandomCorruption', corruptions='sensor'), got "
+                         f'{corruption!r}')
+    if isinstance(dataset, dict):
+        pipelines = [p for _, p in dataset_pipelines(dataset)]
+        make = lambda: copy.deepcopy(corruption)  # noqa: E731
+    else:
+        pipelines = [p for _, p in built_dataset_pipelines(dataset)]
+        options = {k: v for k, v in corruption.items() if k != 'type'}
+        make = lambda: RandomCorruption(**copy.deepcopy(options))  # noqa: E731
+    if not pipelines:
+        raise ValueError('EpochIndexedDataset: the wrapped dataset has no pipeline with an '
+                         'image-loading step to put the corruption into')
+    placements = [place_random_corruption(pipeline, make()) for pipeline in pipelines]
+    for placement in placements:
+        print_log(f'EpochIndexedDataset: {placement.describe()}', logger='current')
+    return placements
 
 
 def pack_index(index: int, epoch: int, size: int) -> int:
@@ -130,10 +163,22 @@ class EpochIndexedDataset:
     Args:
         dataset: the dataset to wrap (a ``BaseDataset``, or a wrapper of one such as
             ``FractionDataset``), or its config.
+        corruption: a ``RandomCorruption`` config to place into the wrapped dataset's
+            pipelines (see the module docstring); None leaves them as they are.
         lazy_init: defer :meth:`full_init` of the inner dataset.
+
+    Raises:
+        ValueError: ``corruption`` is not a ``RandomCorruption`` config, a pipeline has a
+            corruption step already, or none has an image-loading step.
     """
 
-    def __init__(self, dataset: Union[BaseDataset, dict], lazy_init: bool = False) -> None:
+    def __init__(self, dataset: Union[BaseDataset, dict], corruption: Optional[dict] = None,
+                 lazy_init: bool = False) -> None:
+        #: where ``corruption`` went, one per pipeline
+        self.placements: List[Placement] = []
+        if corruption is not None:
+            dataset = copy.deepcopy(dataset) if isinstance(dataset, dict) else dataset
+            self.placements = _place_corruption(dataset, corruption)
         self.dataset = build_inner_dataset(dataset)
         self._metainfo = self.dataset.metainfo
         self._fully_initialized = False

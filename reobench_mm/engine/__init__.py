@@ -6,7 +6,7 @@ from .checkpoint import (MMENGINE_CHECKPOINT_GLOBALS, TRUST_ENV_VAR, CheckpointE
                          load_checkpoint_strict, load_local_checkpoint, read_checkpoint)
 from .hooks import ProgressBarHook
 from .layer_decay import ViTLayerDecayOptimWrapperConstructor, parameter_group_of
-from .loops import CorruptionTestLoop
+from .corruption_loop import CorruptionTestLoop
 from .progress import Progress
 from .schedules import rescale_iter_schedule
 

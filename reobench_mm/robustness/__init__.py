@@ -1,26 +1,56 @@
-"""Experiment drivers (layer 9): they build MMEngine Runners, evaluate models and hand
-the numbers to :mod:`reobench_mm.analysis`.
+"""The robustness loops and the experiment drivers over them (layer 9).
 
-- :mod:`~reobench_mm.robustness.plan`: which conditions a sweep evaluates, and its
-  shards;
-- :mod:`~reobench_mm.robustness.store`: the sweep's work dir (condition records, lock,
-  shard manifests, merging, putting a refused run's work dir back);
+The loops (imported by the plugin line, ``import reobench_mm``, which registers them):
+
+- :mod:`~reobench_mm.robustness.test_loop`: ``RobustnessTestLoop``;
+- :mod:`~reobench_mm.robustness.val_loop`: ``RobustnessValLoop``;
+- :mod:`~reobench_mm.robustness.switching`: what both do (switching the condition,
+  what they return);
+- :mod:`~reobench_mm.robustness.options`: their options, defined once;
+- :mod:`~reobench_mm.robustness.plan`: which conditions a run evaluates, and its shards;
+- :mod:`~reobench_mm.robustness.store`: the condition records of a run;
+- :mod:`~reobench_mm.robustness.shards`: shard manifests and merging them;
+- :mod:`~reobench_mm.robustness.temperature`: the fitted temperature of a run;
+- :mod:`~reobench_mm.robustness.evaluators`: the evaluator of a run;
+- :mod:`~reobench_mm.robustness.held_out`: what a model saw in training;
 - :mod:`~reobench_mm.robustness.fingerprint`: what a condition's numbers depend on;
-- :mod:`~reobench_mm.robustness.sweep`: :class:`RobustnessSweep`, the sweep itself;
-- :mod:`~reobench_mm.robustness.decode_cache`: decoding each test image once per sweep;
+- :mod:`~reobench_mm.robustness.decode_cache`: decoding each test image once per run.
+
+The drivers (imported when used):
+
+- :mod:`~reobench_mm.robustness.sweep`: :class:`RobustnessSweep`, ``tools/robustness_test.py``;
 - :mod:`~reobench_mm.robustness.data_budget`: robustness against the training-set size;
+- :mod:`~reobench_mm.robustness.recipe`: plain against corruption-aware training;
 - :mod:`~reobench_mm.robustness.drift`: how far a backbone's features move.
 
-The top layer of the package: may import every other layer.
+The names below are importable from this package; each loads its module on first use, so
+that the plugin line does not import the drivers.
 """
-from .data_budget import run_data_budget
-from .drift import representation_drift
-from .store import SweepError, WorkDirLockedError, merge_sweeps
-from .sweep import (CheckpointMismatchError, FingerprintMismatchError, RobustnessSweep,
-                    SweepOutcome, run_sweep)
+import importlib
+from typing import Any
 
-__all__ = [
-    'RobustnessSweep', 'SweepOutcome', 'SweepError', 'CheckpointMismatchError',
-    'FingerprintMismatchError', 'WorkDirLockedError', 'run_sweep', 'merge_sweeps',
-    'run_data_budget', 'representation_drift'
-]
+#: public name -> the module that defines it
+_EXPORTS = {
+    'RobustnessTestLoop': 'test_loop', 'SweepOutcome': 'test_loop',
+    'RobustnessValLoop': 'val_loop', 'RobustnessOptions': 'options',
+    'RobustnessSweep': 'sweep', 'run_sweep': 'sweep', 'CheckpointMismatchError': 'sweep',
+    'merge_sweeps': 'shards', 'run_data_budget': 'data_budget',
+    'compare_recipes': 'recipe', 'representation_drift': 'drift',
+}
+_ERRORS = ('SweepError', 'FingerprintMismatchError', 'WorkDirLockedError')
+
+__all__ = sorted(list(_EXPORTS) + list(_ERRORS))
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ERRORS:
+        from .. import errors
+        return getattr(errors, name)
+    if name in _EXPORTS:
+        module = importlib.import_module(f'{__name__}.{_EXPORTS[name]}')
+        return getattr(module, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -18,22 +18,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..transforms.placement import is_loading_name
-from .store import SweepError
 
-__all__ = ['DecodedSampleCache', 'cache_loading_steps', 'check_cache_bytes', 'DEFAULT_MAX_BYTES']
+__all__ = ['DecodedSampleCache', 'cache_loading_steps', 'DEFAULT_MAX_BYTES']
 
+#: The default memory bound of the cache (the ``decode_cache_bytes`` option).
 DEFAULT_MAX_BYTES = 2 * 1024**3
-
-
-def check_cache_bytes(value: Any) -> int:
-    """``value`` if it is a valid cache size (an integer >= 0; 0 turns the cache off).
-
-    Raises:
-        SweepError: (a ``ValueError``) anything else.
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got {value!r}')
-    return value
 
 
 def _nbytes(obj: Any) -> int:

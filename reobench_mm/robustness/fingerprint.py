@@ -53,12 +53,14 @@ import warnings
 from fnmatch import fnmatchcase
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..fileio import json_round_trip
 from ..version import package_versions
 
 __all__ = [
     'COSMETIC_OPTIONS', 'FINGERPRINT_PARTS', 'CODE_SOURCES',
     'is_cosmetic', 'result_options', 'canonical', 'canonical_json', 'flatten_config',
-    'config_fingerprint', 'dataset_fingerprint', 'code_fingerprint', 'differing_parts'
+    'config_fingerprint', 'dataset_fingerprint', 'code_fingerprint', 'run_fingerprint',
+    'differing_parts'
 ]
 
 #: Config keys (dotted, ``fnmatch`` patterns) that do not change the numbers: left out of
@@ -81,14 +83,17 @@ FINGERPRINT_PARTS: Dict[str, Tuple[str, ...]] = {
 #: Sources under ``reobench_mm/`` (folders or files) that compute a condition's numbers.
 #: Not included: the dataset converters and the synthetic-data generator (they write
 #: data, which the data part covers), the sweep, report and analysis modules.
-CODE_SOURCES = ('corruptions', 'transforms', 'models', 'datasets', 'engine/loops.py',
+CODE_SOURCES = ('corruptions', 'transforms', 'models', 'datasets',
+                'engine/corruption_loop.py',
                 'evaluation/metrics/base.py', 'evaluation/metrics/classwise_iou.py',
                 'evaluation/metrics/rotated_map.py', 'evaluation/metrics/seg_calibration.py',
                 'evaluation/metrics/detection_calibration.py',
                 'evaluation/metrics/temperature.py', 'evaluation/functional/calibration.py',
                 'evaluation/functional/detection_calibration.py',
                 'evaluation/functional/temperature.py', 'evaluation/functional/streaming.py',
-                'robustness/decode_cache.py', 'robustness/loops.py')
+                'robustness/decode_cache.py', 'robustness/evaluators.py',
+                'robustness/switching.py', 'robustness/temperature.py',
+                'robustness/test_loop.py')
 _NOT_CODE = ('datasets/converters', 'datasets/synthetic.py')
 
 PACKAGE_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -252,6 +257,20 @@ def _code_fingerprint() -> Dict[str, Any]:
             digest.update(hashlib.sha256(handle.read()).digest())
     versions = package_versions()
     return dict(code_sha256=digest.hexdigest(), versions=versions)
+
+
+def run_fingerprint(config: Mapping[str, Any], *, task: str, checkpoint_sha256: Optional[str],
+                    cfg_options: Mapping[str, Any], options: Mapping[str, Any],
+                    data: Mapping[str, Any]) -> Dict[str, Any]:
+    """The fingerprint of a run's inputs, as records hold it (:data:`FINGERPRINT_PARTS`):
+    the resolved config (:func:`config_fingerprint` of ``config``) and the task, the
+    checkpoint's SHA-256, the code (:func:`code_fingerprint`), the result-affecting
+    ``cfg_options`` and the options part (``RobustnessOptions.fingerprint_part()``), and
+    the data (:func:`dataset_fingerprint`)."""
+    return json_round_trip(dict(
+        resolved_config_sha256=config_fingerprint(config), task=task,
+        checkpoint_sha256=checkpoint_sha256, **code_fingerprint(),
+        cfg_options=result_options(cfg_options), **options, data=dict(data)))
 
 
 # ----------------------------------------------------------------------------- comparison

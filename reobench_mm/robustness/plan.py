@@ -16,7 +16,7 @@ from ..corruptions import GROUPS, PROTOCOLS, list_corruptions
 from ..corruptions import resolve_corruptions as _resolve_names
 from ..corruptions.base import check_severity
 from ..corruptions.condition import CLEAN, Condition
-from .store import SweepError
+from ..errors import SweepError
 
 __all__ = [
     'SweepPlan', 'select_corruptions', 'select_severities', 'sweep_conditions', 'parse_shard',

@@ -12,7 +12,8 @@ Numbers per run (:func:`recipe_row`, from each sweep's ``results.json``): the cl
 metric; ``Avg`` and ``ΔTP = clean − Avg`` over the held-out corruptions (REOBench's
 formulas restricted to them) and over the seen ones; the clean ECE and the ECE averaged
 over the held-out corruptions as ``Avg`` is. Per recipe, the mean over seeds with the
-sample standard deviation, minimum and maximum (:func:`~.data_budget.seed_band`); the
+sample standard deviation, minimum and maximum
+(:func:`~reobench_mm.analysis.data_budget.seed_band`); the
 difference robust − plain of the seed means. Layout::
 
     <work_dir>/<config stem>/fraction_1/seed_<s>/...   (the data-budget layout)
@@ -21,23 +22,27 @@ difference robust − plain of the seed means. Layout::
 from __future__ import annotations
 
 import os.path as osp
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from mmengine.config import Config
 
-from ..analysis.report import summary_from_results_json
+from ..analysis.data_budget import seed_band
 from ..analysis.results import RobustnessSummary
+from ..analysis.results_file import read_results
 from ..analysis.tables import fmt_number, markdown_table
 from ..evaluation.keys import ECE_KEY
 from ..fileio import atomic_write_text, dump_json_atomic, finite_or_none
-from .data_budget import _run_key, run_data_budget, seed_band
-from .loops import seen_in_training
-from .plan import select_corruptions
+from .data_budget import budget_options, run_data_budget, run_key
+from .held_out import seen_in_training
+from .options import RobustnessOptions
 
 __all__ = ['compare_recipes', 'recipe_row', 'recipe_markdown', 'RECIPE_KEYS',
-           'RECIPE_FORMAT']
+           'RECIPE_FORMAT', 'RECIPE_DEFAULTS']
 
 RECIPE_FORMAT = 'reobench_mm.recipe_comparison/1'
+#: The evaluation of both recipes by default: every corruption at every severity, with
+#: calibration.
+RECIPE_DEFAULTS = dict(corruptions=('all', ), severities=(1, 2, 3, 4, 5), calibration=True)
 #: The numbers of a run and of a recipe (seed means and bands), table order.
 RECIPE_KEYS = ('clean', 'held_out_avg', 'held_out_delta_tp', 'seen_avg', 'seen_delta_tp',
                'ece_clean', 'ece_held_out_avg')
@@ -121,18 +126,19 @@ def recipe_markdown(doc: Mapping[str, Any]) -> str:
 
 def compare_recipes(plain_config: str, robust_config: str, *,
                     work_dir: str = 'work_dirs/recipe', seeds: Sequence[int] = (0, 1, 2),
-                    corruptions: Sequence[str] = ('all', ),
-                    severities: Sequence[int] = (1, 2, 3, 4, 5),
-                    protocol: str = 'reobench', corruption_seed: int = 0,
+                    options: Union[None, RobustnessOptions, Mapping[str, Any]] = None,
                     iters: Optional[int] = None, cfg_options: Optional[dict] = None,
-                    calibration: bool = True, resume: bool = True) -> Dict[str, Any]:
+                    resume: bool = True) -> Dict[str, Any]:
     """Train and evaluate both recipes and write ``recipe_comparison.{json,md}``.
 
     Args:
         plain_config, robust_config: the two training configs (the robust one with
             ``RandomCorruption`` in its training pipeline).
-        work_dir, seeds, corruptions, severities, protocol, corruption_seed, iters,
-            cfg_options, calibration, resume: as
+        options: the evaluation, as for
+            :func:`~reobench_mm.robustness.data_budget.run_data_budget` (default
+            :data:`RECIPE_DEFAULTS`; the training pool is the robust config's, whatever
+            ``seen_corruptions`` says).
+        work_dir, seeds, iters, cfg_options, resume: as
             :func:`~reobench_mm.robustness.data_budget.run_data_budget` (one fraction,
             the whole training set).
 
@@ -143,6 +149,8 @@ def compare_recipes(plain_config: str, robust_config: str, *,
         ValueError: the robust config has no ``RandomCorruption`` pool of ``protocol``,
             the plain config has one, or no selected corruption is outside the pool.
     """
+    options = budget_options(options, RECIPE_DEFAULTS, owner='compare_recipes')
+    protocol = options.protocol
     pool = seen_in_training(Config.fromfile(robust_config), protocol, 'auto')
     if not pool:
         raise ValueError(f'{robust_config} has no RandomCorruption step of protocol '
@@ -150,22 +158,21 @@ def compare_recipes(plain_config: str, robust_config: str, *,
     if seen_in_training(Config.fromfile(plain_config), protocol, 'auto'):
         raise ValueError(f'{plain_config} corrupts its own training images; the plain recipe '
                          'must not')
-    selected = select_corruptions(corruptions, protocol)
+    selected = list(options.corruptions)
     held = [n for n in selected if n not in pool]
     if not held:
         raise ValueError(f'every selected corruption ({", ".join(selected)}) is in the robust '
                          f'recipe\'s training pool ({", ".join(pool)}): nothing is held out')
     budget = run_data_budget([plain_config, robust_config], fractions=[1.0], seeds=seeds,
-                             corruptions=selected, severities=severities, protocol=protocol,
-                             corruption_seed=corruption_seed, work_dir=work_dir,
-                             cfg_options=cfg_options, iters=iters, calibration=calibration,
-                             resume=resume, plots=False, seen_corruptions=pool)
+                             options=options.replace(seen_corruptions=tuple(pool)),
+                             work_dir=work_dir, cfg_options=cfg_options, iters=iters,
+                             resume=resume, plot=False)
     recipes: Dict[str, Any] = {}
     for recipe, model in zip(('plain', 'robust'), budget['models']):
         runs: List[dict] = []
         for seed in budget['seeds']:
-            path = budget['results'][_run_key(model, 1.0, seed)]
-            runs.append(recipe_row(model, seed, summary_from_results_json(path), pool))
+            path = budget['results'][run_key(model, 1.0, seed)]
+            runs.append(recipe_row(model, seed, read_results(path).summary, pool))
         recipes[recipe] = dict(
             model=model, runs=runs,
             band={k: seed_band([r[k] for r in runs]) for k in RECIPE_KEYS},

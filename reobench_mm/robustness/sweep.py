@@ -1,7 +1,7 @@
 """Robustness sweep: one model, evaluated clean and under every corruption × severity.
 
 :class:`RobustnessSweep` (and :func:`run_sweep`, ``tools/robustness_test.py``) is a thin
-driver over :class:`~reobench_mm.robustness.loops.RobustnessTestLoop`, the test loop that
+driver over :class:`~reobench_mm.robustness.test_loop.RobustnessTestLoop`, the test loop that
 does the evaluation in every entry point: it makes the config's ``test_cfg`` that loop,
 builds the MMEngine ``Runner`` and the model once, loads the checkpoint strictly (every
 key must fit) and runs the loop, which switches the ``ApplyCorruption`` step of the test
@@ -27,10 +27,10 @@ What it evaluates (the selection, the conditions, their shards) is
   (:func:`~reobench_mm.analysis.report.write_report`) at the end of a non-sharded run.
 - ``shard_<i>-of-<n>.json``: the manifest of a sharded run (``shard=(i, n)``: the
   conditions ``i, i + n, i + 2n, ...`` of the full list; the clean condition is the
-  first, so it belongs to shard 0). :func:`~reobench_mm.robustness.store.merge_sweeps`
+  first, so it belongs to shard 0). :func:`~reobench_mm.robustness.shards.merge_sweeps`
   merges the shards' outputs and writes the report.
 - ``.sweep.lock`` while a run is in progress
-  (:class:`~reobench_mm.robustness.store.WorkDirLock`): a second sweep into the same work
+  (:class:`~reobench_mm.engine.workdir.WorkDirLock`): a second sweep into the same work
   dir is refused at once.
 
 A run that is refused (a bad or non-fitting checkpoint, a held lock, files of other
@@ -44,28 +44,29 @@ import os.path as osp
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from mmengine.config import ConfigDict
 
 from ..analysis.report import Report
-from ..analysis.results import ConditionResult
 from ..corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
+from ..engine.workdir import (WorkDirLock, WorkDirSnapshot, check_writable,
+                              forget_runner_instances, remove_empty_dirs,
+                              wait_for_fresh_log_folder)
+from ..errors import FingerprintMismatchError, SweepError, WorkDirLockedError
+from ..evaluation.keys import get_task
 from ..utils.config import prepare_test_config
-from .decode_cache import DEFAULT_MAX_BYTES, check_cache_bytes
-from .loops import (TEMPERATURE_FILE, RobustnessTestLoop, SweepOutcome, temperature_fit_options,
-                    calibration_metric_cfgs, check_held_out, classwise_evaluator,
-                    seen_in_training)
-from .plan import SweepPlan, default_sweep_work_dir
-from .store import (CONDITIONS_DIR, FingerprintMismatchError, SweepError, WorkDirLock,
-                    WorkDirLockedError, WorkDirSnapshot, check_writable,
-                    condition_record_name, forget_runner_instances, remove_empty_dirs,
-                    wait_for_fresh_log_folder)
+from .evaluators import calibration_metric_cfgs
+from .held_out import check_held_out, seen_in_training
+from .options import SWEEP_OPTIONS, RobustnessOptions
+from .plan import default_sweep_work_dir
+from .store import CONDITIONS_DIR, condition_record_name
+from .test_loop import RobustnessTestLoop, SweepOutcome
 
 __all__ = [
     'CheckpointMismatchError', 'FingerprintMismatchError', 'SweepOutcome', 'RobustnessSweep',
-    'run_sweep', 'classwise_evaluator', 'calibration_metric_cfgs', 'TEMPERATURE_FILE'
+    'run_sweep'
 ]
 
 _LOOP = 'RobustnessTestLoop'
@@ -81,18 +82,16 @@ class RobustnessSweep:
 
     Args:
         config: config file of the model (segmentation or rotated detection).
-        checkpoint: checkpoint file (loaded with strict key checking).
-        corruptions: names and groups (default: every corruption of ``protocol``).
-        severities: severities 1..5 (default: all).
-        protocol, seed, border: corruption settings (see ``ApplyCorruption``).
-        work_dir: default ``work_dirs/robustness/<config stem>``.
+        checkpoint: checkpoint file (loaded with strict key checking unless
+            ``strict_checkpoint=False``).
+        work_dir: the output folder (the loop's ``out_dir``; default
+            ``work_dirs/robustness/<config stem>``).
         cfg_options: config overrides (as ``--cfg-options``).
         launcher: ``'none'``, ``'pytorch'``, ``'slurm'`` or ``'mpi'`` (MMEngine's; the test
             data is split over processes by the config's sampler, as MMEngine does).
-        force, shard, plots, calibration, temperature_scaling, temperature_split,
-            temperature_split_seed, temperature_on_test, decode_cache_bytes,
-            seen_corruptions, held_out_only: the options of
-            :class:`~reobench_mm.robustness.loops.RobustnessTestLoop`.
+        options: a :class:`~reobench_mm.robustness.options.RobustnessOptions`, or
+        **values: the options as keywords (``corruptions=[...]``, ``severities=[...]``,
+            ...; every option but ``out_dir``), checked there.
 
     All input errors (:class:`SweepError`, ``FileNotFoundError``) are raised by the
     constructor, before anything is written, except those about the checkpoint file
@@ -102,20 +101,11 @@ class RobustnessSweep:
     raised by :meth:`run`; a refused :meth:`run` removes what it created.
     """
 
-    def __init__(self, config: str, checkpoint: str, *,
-                 corruptions: Optional[Sequence[str]] = None,
-                 severities: Optional[Sequence[int]] = None, protocol: str = 'reobench',
-                 seed: int = 0, border: str = 'reflect', work_dir: Optional[str] = None,
+    def __init__(self, config: str, checkpoint: str, *, work_dir: Optional[str] = None,
                  cfg_options: Optional[dict] = None, launcher: str = 'none',
-                 force: bool = False, shard: Union[None, str, Sequence[int]] = None,
-                 plots: bool = True, calibration: bool = False,
-                 temperature_scaling: bool = False, temperature_split: Optional[int] = None,
-                 temperature_split_seed: int = 0, temperature_on_test: bool = False,
-                 decode_cache_bytes: int = DEFAULT_MAX_BYTES,
-                 seen_corruptions: Union[None, str, Sequence[str]] = 'auto',
-                 held_out_only: bool = False) -> None:
-        self.plan = SweepPlan.create(corruptions, severities, protocol, seed, border, shard)
-        check_cache_bytes(decode_cache_bytes)
+                 options: Optional[RobustnessOptions] = None, **values: Any) -> None:
+        self.options = _sweep_options(options, values)
+        self.plan = self.options.plan
         if not osp.isfile(config):
             raise FileNotFoundError(f'config {config!r} does not exist')
         if not osp.isfile(checkpoint):
@@ -124,33 +114,20 @@ class RobustnessSweep:
         self.cfg_options = dict(cfg_options or {})
         self.launcher = launcher
         self.work_dir = work_dir or default_sweep_work_dir(config)
+        self.options = self.options.replace(out_dir=self.work_dir)
 
         setup = prepare_test_config(config, checkpoint, work_dir=self.work_dir,
                                     cfg_options=self.cfg_options, launcher=launcher)
         cfg = setup.cfg
-        calibration = bool(calibration) or bool(temperature_scaling)
-        if calibration:  # refuses temperature scaling for detection
-            calibration_metric_cfgs(setup.task, bool(temperature_scaling))
-        temperature_fit_options(bool(temperature_scaling), temperature_split,
-                                temperature_split_seed, temperature_on_test)
+        if self.options.calibration:  # refuses temperature scaling for detection
+            calibration_metric_cfgs(get_task(setup.task), self.options.temperature_scaling)
         # refused here, before anything is built or written
         check_held_out(self.plan.corruptions,
-                       seen_in_training(cfg, self.plan.protocol, seen_corruptions),
-                       held_out_only)
+                       seen_in_training(cfg, self.plan.protocol,
+                                        self.options.seen_corruptions),
+                       self.options.held_out_only)
         fp16 = (cfg.get('test_cfg') or {}).get('fp16', False)
-        cfg.test_cfg = ConfigDict(
-            type=_LOOP, fp16=fp16, corruptions=list(self.plan.corruptions),
-            severities=list(self.plan.severities), protocol=protocol, seed=seed,
-            border=border, out_dir=self.work_dir,
-            shard=None if self.plan.shard is None else '{}/{}'.format(*self.plan.shard),
-            force=bool(force), calibration=calibration,
-            temperature_scaling=bool(temperature_scaling),
-            temperature_split=temperature_split, temperature_split_seed=temperature_split_seed,
-            temperature_on_test=bool(temperature_on_test), plots=bool(plots),
-            decode_cache_bytes=decode_cache_bytes,
-            seen_corruptions=seen_corruptions if seen_corruptions is None
-            or isinstance(seen_corruptions, str) else list(seen_corruptions),
-            held_out_only=held_out_only)
+        cfg.test_cfg = ConfigDict(type=_LOOP, fp16=fp16, **self.options.to_dict())
         cfg.load_from = None  # loaded strictly by build()
         # the loop shows its own progress over conditions, not one bar per condition
         cfg.custom_hooks = [h for h in cfg.get('custom_hooks') or []
@@ -243,7 +220,8 @@ class RobustnessSweep:
         runner.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         try:
             _checkpoint.load_checkpoint_strict(runner.model, self.checkpoint,
-                                               config=self.config, checkpoint=checkpoint)
+                                               config=self.config, checkpoint=checkpoint,
+                                               strict=self.options.strict_checkpoint)
         except _checkpoint.CheckpointMismatchError as error:
             raise CheckpointMismatchError(str(error), error.mismatch) from None
         runner.logger.info(f'Load checkpoint from {self.checkpoint}')
@@ -324,15 +302,26 @@ class RobustnessSweep:
         self.build()
         return self.loop.write_report()
 
-    def load_results(self, conditions: Sequence[Any]) -> Dict[Condition, ConditionResult]:
-        """``condition -> ConditionResult`` from the condition files."""
-        self.build()
-        return {condition: ConditionResult.from_dict(record['result'])
-                for condition, record in self.loop.load_records(conditions).items()}
+
+def _sweep_options(options: Optional[RobustnessOptions],
+                   values: Mapping[str, Any]) -> RobustnessOptions:
+    """The sweep's options: an options object or keyword values (not both); the output
+    folder is the sweep's ``work_dir``, not an option."""
+    if options is not None:
+        if values:
+            raise SweepError(f'give the options either as options=RobustnessOptions(...) or '
+                             f'as keywords, not both (got options and {sorted(values)})')
+        if not isinstance(options, RobustnessOptions):
+            raise SweepError(f'options must be a RobustnessOptions, got {type(options)}')
+        if options.out_dir is not None:
+            raise SweepError('the sweep writes into its work_dir; give work_dir=..., not '
+                             'options.out_dir')
+        return options
+    return RobustnessOptions.create(values, allowed=SWEEP_OPTIONS, owner='RobustnessSweep')
 
 
 def run_sweep(config: str, checkpoint: str, *,
               on_condition: Optional[Callable[[Condition, dict], None]] = None,
-              **kwargs) -> SweepOutcome:
-    """``RobustnessSweep(config, checkpoint, **kwargs).run(on_condition)``."""
-    return RobustnessSweep(config, checkpoint, **kwargs).run(on_condition)
+              **arguments: Any) -> SweepOutcome:
+    """``RobustnessSweep(config, checkpoint, **arguments).run(on_condition)``."""
+    return RobustnessSweep(config, checkpoint, **arguments).run(on_condition)

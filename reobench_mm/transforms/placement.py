@@ -35,7 +35,7 @@ __all__ = [
     'is_loading_name', 'is_corruption_step', 'corruption_position', 'is_valid_position',
     'place_corruption', 'dataset_pipelines', 'built_dataset_pipelines',
     'add_corruption_meta_keys', 'place_condition', 'step_condition', 'condition_of',
-    'check_no_nested_corruption', 'check_condition_pair', 'corruption_steps',
+    'check_no_nested_corruption', 'check_condition_pair', 'corruption_steps', 'inner_steps',
     'label_pipelines', 'stop_live_workers'
 ]
 
@@ -90,7 +90,7 @@ def is_corruption_step(step: Any) -> bool:
     return transform_name(step) == CORRUPTION_TYPE
 
 
-def _inner_steps(step: Any) -> Iterator[Any]:
+def inner_steps(step: Any) -> Iterator[Any]:
     """The transforms nested in a wrapper step (``TestTimeAug``, ``RandomChoice``,
     ``Compose``...): config lists under ``transforms``, built ones under ``transforms``
     or ``subroutines``; lists of lists flattened."""
@@ -109,10 +109,10 @@ def _inner_steps(step: Any) -> Iterator[Any]:
             if isinstance(item, (list, tuple)):
                 for sub in item:
                     yield sub
-                    yield from _inner_steps(sub)
+                    yield from inner_steps(sub)
             else:
                 yield item
-                yield from _inner_steps(item)
+                yield from inner_steps(item)
 
 
 def check_no_nested_corruption(pipeline: Sequence[Any]) -> None:
@@ -120,7 +120,7 @@ def check_no_nested_corruption(pipeline: Sequence[Any]) -> None:
     ``TestTimeAug``): it would escape the placement rules and the checks of what a run
     applies."""
     for step in pipeline:
-        if any(is_corruption_step(inner) for inner in _inner_steps(step)):
+        if any(is_corruption_step(inner) for inner in inner_steps(step)):
             raise ValueError(f'{CORRUPTION_TYPE} inside {transform_name(step)} is not '
                              f'supported: put it before {transform_name(step)}, at the top '
                              'level of the pipeline, where it runs once on the original '
@@ -194,7 +194,7 @@ class Placement:
         before it."""
         before = self.names[self.index - 1] if self.index > 0 else None
         after = self.names[self.index + 1] if self.index + 1 < len(self.names) else None
-        text = (f'{CORRUPTION_TYPE} after {before or "nothing"}'
+        text = (f'{self.names[self.index]} after {before or "nothing"}'
                 f'{f", before {after}" if after else ""} '
                 f'(step {self.index + 1} of {len(self.names)})')
         if self.inserted:
@@ -293,7 +293,7 @@ def corruption_steps(dataset: Any) -> list:
     found, seen = [], set()
     for _, pipeline in built_dataset_pipelines(dataset):
         for step in pipeline:
-            for candidate in [step, *_inner_steps(step)]:
+            for candidate in [step, *inner_steps(step)]:
                 if isinstance(candidate, ApplyCorruption) and id(candidate) not in seen:
                     if type(candidate).__name__ == 'RandomCorruption':
                         raise RuntimeError(

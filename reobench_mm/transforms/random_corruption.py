@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
+from ..corruptions import get_corruption
 from ..corruptions.base import check_severity, make_rng, resolve_corruptions
 from ..corruptions.condition import Condition
 from ..registry import TRANSFORMS
 from .corruption import ApplyCorruption
+from .placement import (Placement, corruption_position, inner_steps, is_corruption_step,
+                        transform_name)
 
-__all__ = ['RandomCorruption', 'training_corruptions', 'RANDOM_CORRUPTION_TYPES']
+__all__ = ['RandomCorruption', 'training_corruptions', 'RANDOM_CORRUPTION_TYPES', 'pool_of',
+           'is_random_corruption', 'place_random_corruption']
 
 #: ``type`` values that name :class:`RandomCorruption` in a config.
 RANDOM_CORRUPTION_TYPES = ('RandomCorruption', 'reobench_mm.RandomCorruption')
@@ -146,11 +150,14 @@ class RandomCorruption(ApplyCorruption):
 
 
 def _pipelines(dataset_cfg: Any) -> Iterable[list]:
-    """Every pipeline of a dataset config and the datasets it wraps."""
+    """Every pipeline of a dataset config and the datasets it wraps (the corruption step
+    a wrapper places, ``EpochIndexedDataset(corruption=...)``, as a pipeline of its own)."""
     if not isinstance(dataset_cfg, Mapping):
         return
     if isinstance(dataset_cfg.get('pipeline'), (list, tuple)):
         yield list(dataset_cfg['pipeline'])
+    if isinstance(dataset_cfg.get('corruption'), Mapping):
+        yield [dataset_cfg['corruption']]
     inner = [dataset_cfg.get('dataset')] + list(dataset_cfg.get('datasets') or [])
     for child in inner:
         yield from _pipelines(child)
@@ -167,6 +174,20 @@ def _steps(steps: Any) -> Iterable[Mapping]:
             yield from _steps(step)
 
 
+def pool_of(step: Any) -> List[str]:
+    """The corruption pool of a ``RandomCorruption`` step (a config dict or built)."""
+    if isinstance(step, RandomCorruption):
+        return list(step.pool)
+    return resolve_corruptions(step.get('corruptions', 'all'), step.get('protocol', 'reobench'))
+
+
+def is_random_corruption(step: Any) -> bool:
+    """Whether ``step`` (a config dict or a transform) is a ``RandomCorruption``."""
+    if isinstance(step, Mapping):
+        return step.get('type') in RANDOM_CORRUPTION_TYPES + (RandomCorruption, )
+    return isinstance(step, RandomCorruption)
+
+
 def training_corruptions(cfg: Any) -> Dict[str, List[str]]:
     """The corruptions a config's training pipeline can apply, by protocol: the pools
     of its :class:`RandomCorruption` steps (``{}`` when it has none), read from
@@ -178,10 +199,40 @@ def training_corruptions(cfg: Any) -> Dict[str, List[str]]:
         return pools
     for pipeline in _pipelines(loader.get('dataset')):
         for step in _steps(pipeline):
-            if step.get('type') not in RANDOM_CORRUPTION_TYPES + (RandomCorruption, ):
+            if not is_random_corruption(step):
                 continue
             protocol = step.get('protocol', 'reobench')
-            names = resolve_corruptions(step.get('corruptions', 'all'), protocol)
+            names = pool_of(step)
             known = pools.setdefault(protocol, [])
             known.extend(n for n in names if n not in known)
     return pools
+
+
+def place_random_corruption(pipeline: list, step: Any) -> Placement:
+    """Insert a ``RandomCorruption`` step (config or built) into a training pipeline
+    (config list or built transform list, edited in place) where the placement rules of
+    :mod:`~reobench_mm.transforms.placement` put a corruption step: right after the image
+    loading and the loading steps that directly follow it, or after the last annotation
+    loading when its pool holds a geometric corruption (whose labels must move too) —
+    before any resize, crop, flip or photometric step, in the pipeline's own order.
+
+    Raises:
+        ValueError: the pipeline has a corruption step already (``RandomCorruption`` or
+            ``ApplyCorruption``, nested ones included) or no image loading.
+    """
+    found = [transform_name(s) for s in pipeline
+             if is_random_corruption(s) or is_corruption_step(s)
+             or any(is_random_corruption(i) or is_corruption_step(i)
+                    for i in inner_steps(s))]
+    if found:
+        raise ValueError(f'the training pipeline already has a corruption step '
+                         f'({", ".join(found)}): give the corruption either in the pipeline '
+                         'or to the dataset wrapper, not both')
+    protocol = step.get('protocol', 'reobench') if isinstance(step, Mapping) \
+        else step.protocol
+    geometric = any(get_corruption(n, protocol).moves_labels for n in pool_of(step))
+    names = [transform_name(s) for s in pipeline]
+    index = corruption_position(names, geometric)
+    pipeline.insert(index, step)
+    names.insert(index, transform_name(step))
+    return Placement(index, tuple(names), inserted=True)

@@ -18,15 +18,18 @@ import argparse
 import sys
 from typing import List, Optional
 
-from mmengine.config import DictAction
+from reobench_mm.analysis.data_budget import data_budget_markdown
+from reobench_mm.robustness.data_budget import (DATA_BUDGET_DEFAULTS, DEFAULT_FRACTIONS,
+                                                DEFAULT_SEEDS, add_training_arguments,
+                                                run_data_budget)
+from reobench_mm.robustness.options import add_option_arguments, options_from_args
 
-from reobench_mm.corruptions import PROTOCOLS
-from reobench_mm.robustness.data_budget import (DEFAULT_FRACTIONS, DEFAULT_SEEDS,
-                                                data_budget_markdown, run_data_budget)
+#: The robustness options of this tool (--seed is the corruptions' seed).
+OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    """The command-line options."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options (the robustness ones made from ``RobustnessOptions``)."""
     parser = argparse.ArgumentParser(
         description='train on fractions of the training set with several seeds; evaluate '
         'robustness and calibration of each')
@@ -34,41 +37,23 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='training configs, one per model (distinct file names)')
     parser.add_argument('--fractions', nargs='+', type=float, default=list(DEFAULT_FRACTIONS),
                         help='shares of the training set in (0, 1] (default: %(default)s)')
-    parser.add_argument('--seeds', nargs='+', type=int, default=list(DEFAULT_SEEDS),
-                        metavar='S', help='training seeds: each draws its own nested subsets '
-                        'and seeds the training (default: %(default)s, the calibration '
-                        "study's 3 for segmentation)")
-    parser.add_argument('--corruptions', nargs='+', default=['cloud', 'gaussian_noise'],
-                        metavar='NAME', help='corruption names or groups (default: '
-                        '%(default)s)')
-    parser.add_argument('--severities', nargs='+', type=int, default=[3], metavar='K',
-                        help='severities 1..5 (default: %(default)s)')
-    parser.add_argument('--protocol', choices=PROTOCOLS, default='reobench',
-                        help='corruption protocol (default: %(default)s)')
-    parser.add_argument('--seed', type=int, default=0,
-                        help='seed of the corruption draws, the same for every run '
-                        '(default: %(default)s)')
-    parser.add_argument('--iters', type=int,
-                        help='training iterations per run (default: the config schedule)')
-    parser.add_argument('--work-dir', default='work_dirs/data_budget',
-                        help='output folder (default: %(default)s)')
-    parser.add_argument('--no-calibration', action='store_true',
-                        help='do not evaluate calibration (calib/ECE)')
-    parser.add_argument('--no-resume', action='store_true',
-                        help='train and evaluate every run again')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override config settings, KEY=VALUE (lists: key="[a,b]")')
-    return parser.parse_args(argv)
+    add_training_arguments(parser, list(DEFAULT_SEEDS), 'work_dirs/data_budget')
+    add_option_arguments(parser.add_argument_group('evaluation of each run'), OPTIONS,
+                         DATA_BUDGET_DEFAULTS)
+    return parser
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """The command-line options."""
+    return build_parser().parse_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     result = run_data_budget(args.configs, fractions=args.fractions, seeds=args.seeds,
-                             corruptions=args.corruptions, severities=args.severities,
-                             protocol=args.protocol, corruption_seed=args.seed,
+                             options=options_from_args(args, OPTIONS),
                              work_dir=args.work_dir, cfg_options=args.cfg_options,
-                             iters=args.iters, calibration=not args.no_calibration,
-                             resume=not args.no_resume)
+                             iters=args.iters, resume=not args.no_resume)
     sys.stdout.write(data_budget_markdown(result))
     print('\nWritten:')
     for path in result['files'].values():

@@ -17,52 +17,40 @@ import argparse
 import sys
 from typing import List, Optional
 
-from mmengine.config import DictAction
+from reobench_mm.robustness.data_budget import add_training_arguments
+from reobench_mm.robustness.options import add_option_arguments, options_from_args
+from reobench_mm.robustness.recipe import RECIPE_DEFAULTS, compare_recipes, recipe_markdown
 
-from reobench_mm.corruptions import PROTOCOLS
-from reobench_mm.robustness.recipe import compare_recipes, recipe_markdown
+#: The robustness options of this tool (--seed is the evaluation corruptions' seed).
+OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    """The command-line options."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options (the robustness ones made from ``RobustnessOptions``)."""
     parser = argparse.ArgumentParser(
         description='train a plain and a corruption-aware config with several seeds; '
         'compare them on corruptions held out from training')
     parser.add_argument('plain', metavar='PLAIN_CFG', help='the plain training config')
     parser.add_argument('robust', metavar='ROBUST_CFG',
                         help='the corruption-aware config (RandomCorruption in training)')
-    parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2], metavar='S',
-                        help='training seeds (default: %(default)s)')
-    parser.add_argument('--corruptions', nargs='+', default=['all'], metavar='NAME',
-                        help='corruption names or groups to evaluate (default: all); those '
-                        "in the robust recipe's pool are reported as seen")
-    parser.add_argument('--severities', nargs='+', type=int, default=[1, 2, 3, 4, 5],
-                        metavar='K', help='severities 1..5 (default: %(default)s)')
-    parser.add_argument('--protocol', choices=PROTOCOLS, default='reobench',
-                        help='corruption protocol (default: %(default)s)')
-    parser.add_argument('--seed', type=int, default=0,
-                        help='seed of the evaluation corruptions (default: %(default)s)')
-    parser.add_argument('--iters', type=int,
-                        help='training iterations per run (default: the config schedule)')
-    parser.add_argument('--work-dir', default='work_dirs/recipe',
-                        help='output folder (default: %(default)s)')
-    parser.add_argument('--no-calibration', action='store_true',
-                        help='do not evaluate calibration (calib/ECE)')
-    parser.add_argument('--no-resume', action='store_true',
-                        help='train and evaluate every run again')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override config settings of both configs, KEY=VALUE')
-    return parser.parse_args(argv)
+    add_training_arguments(parser, [0, 1, 2], 'work_dirs/recipe')
+    add_option_arguments(parser.add_argument_group(
+        "evaluation of each run (corruptions in the robust recipe's pool are reported as "
+        'seen)'), OPTIONS, RECIPE_DEFAULTS)
+    return parser
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """The command-line options."""
+    return build_parser().parse_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     result = compare_recipes(args.plain, args.robust, work_dir=args.work_dir,
-                             seeds=args.seeds, corruptions=args.corruptions,
-                             severities=args.severities, protocol=args.protocol,
-                             corruption_seed=args.seed, iters=args.iters,
-                             cfg_options=args.cfg_options,
-                             calibration=not args.no_calibration, resume=not args.no_resume)
+                             seeds=args.seeds, options=options_from_args(args, OPTIONS),
+                             iters=args.iters, cfg_options=args.cfg_options,
+                             resume=not args.no_resume)
     sys.stdout.write(recipe_markdown(result))
     print('\nWritten:')
     for path in result['files'].values():

@@ -17,8 +17,8 @@ import sys
 import warnings
 from typing import List, Optional
 
-from reobench_mm.analysis.compare import FIT_SPACES, compare_models, cross_model_markdown, \
-    write_cross_model
+from reobench_mm.analysis.compare import compare_models, cross_model_markdown, write_cross_model
+from reobench_mm.analysis.effective_robustness import FIT_SPACES
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ import sys
 import warnings
 from typing import List, Optional
 
-from reobench_mm.analysis.compare import build_comparison
+from reobench_mm.analysis.model_set import build_comparison
 from reobench_mm.analysis.tables import comparison_markdown, write_comparison
 
 

@@ -69,7 +69,6 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 import torch
-from scipy.special import digamma
 
 from ...fileio import finite_or_none
 from ..keys import CALIBRATION_METRICS
@@ -98,6 +97,7 @@ def _to_numpy(value: Any, name: str) -> np.ndarray:
 
 def _harmonic(n: np.ndarray) -> np.ndarray:
     """Harmonic numbers ``H(n) = sum_{j=1}^{n} 1/j`` (``H(0) = 0``) for integer arrays."""
+    from scipy.special import digamma  # here: importing the package does not import scipy
     return digamma(np.asarray(n, dtype=np.float64) + 1.0) + np.euler_gamma
 
 

@@ -1,0 +1,129 @@
+"""Reading a ``results.json``: the one typed reader every consumer uses.
+
+A ``results.json`` (written by :func:`~reobench_mm.analysis.report.write_report`) holds
+``{"format", "numbers", "provenance"}``. :func:`read_results` checks it and returns a
+:class:`ResultsFile`: the :class:`~reobench_mm.analysis.results.RobustnessSummary`
+re-aggregated from the stored conditions (with the severities and training pool the file
+states), checked against the summary numbers the file holds, and the provenance. Tables,
+comparisons, the data-budget and recipe drivers and the tools read results through it,
+never as raw nested dicts.
+"""
+from __future__ import annotations
+
+import math
+import os
+import os.path as osp
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ..corruptions.condition import Condition
+from ..fileio import read_json
+from .results import ConditionResult, RobustnessSummary, aggregate, normalize_results
+
+__all__ = ['RESULTS_FORMAT', 'ResultsFile', 'read_results']
+
+RESULTS_FORMAT = 'reobench_mm.robustness_results/1'
+#: The ``numbers`` fields a results file must hold.
+_REQUIRED = ('protocol', 'clean', 'avg', 'delta_tp', 'per_corruption', 'included',
+             'conditions')
+#: Summary numbers checked against the re-aggregation (a file edited by hand is refused).
+_CHECKED = ('clean', 'avg', 'delta_tp', 'mpc', 'rpc')
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """One ``results.json``, read and checked.
+
+    Attributes:
+        path: the file.
+        summary: the robustness summary of its conditions (the numbers the file holds,
+            recomputed from its conditions and checked equal).
+        provenance: what the file says of the model (``model``, ``backbone``, config,
+            checkpoint, versions, ``extra``).
+    """
+    path: str
+    summary: RobustnessSummary
+    provenance: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        """The model's name: the provenance's ``model``, else the file's folder name."""
+        return str(self.provenance.get('model')
+                   or osp.basename(osp.dirname(osp.abspath(self.path))))
+
+    @property
+    def backbone(self) -> Optional[str]:
+        return self.provenance.get('backbone')
+
+    @property
+    def task(self) -> Optional[str]:
+        return self.summary.task
+
+    @property
+    def metric(self) -> str:
+        return self.summary.metric
+
+    @property
+    def protocol(self) -> str:
+        return self.summary.protocol
+
+    @property
+    def severities(self) -> Tuple[int, ...]:
+        """The severities the run evaluated."""
+        return self.summary.severities
+
+    @property
+    def conditions(self) -> Dict[Condition, ConditionResult]:
+        """``condition -> result``, clean first, then table order."""
+        return self.summary.conditions
+
+
+def _close(stored: Any, computed: float) -> bool:
+    """A stored summary number (``null`` for NaN) equals the recomputed one."""
+    stored = math.nan if stored is None else float(stored)
+    if math.isnan(stored) or math.isnan(computed):
+        return math.isnan(stored) and math.isnan(computed)
+    return math.isclose(stored, computed, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def read_results(path: str) -> ResultsFile:
+    """Read and check a ``results.json``.
+
+    Raises:
+        ValueError: the file cannot be read, is not JSON, is not a results file of this
+            format, lacks a field, holds a condition that is not valid, or its summary
+            numbers do not match its conditions (each message starts with the path).
+    """
+    path = os.fspath(path)
+    doc, problem = read_json(path)
+    if problem is not None:
+        raise ValueError(f'{path} {problem}')
+    if not isinstance(doc, dict) or doc.get('format') != RESULTS_FORMAT:
+        raise ValueError(f'{path} is not a robustness results file (expected "format": '
+                         f'{RESULTS_FORMAT!r})')
+    numbers = doc.get('numbers')
+    if not isinstance(numbers, dict):
+        raise ValueError(f'{path}: "numbers" is not an object')
+    lacking = [k for k in _REQUIRED if k not in numbers]
+    if lacking:
+        raise ValueError(f'{path}: "numbers" lacks {", ".join(map(repr, lacking))}')
+    try:
+        rows = {row['condition']: {k: row.get(k) for k in ('value', 'per_class', 'extra')}
+                for row in numbers['conditions']}
+        conditions = normalize_results(rows, numbers['protocol'])
+        summary = aggregate(conditions, protocol=numbers['protocol'],
+                            task=numbers.get('task'), metric=numbers.get('metric'),
+                            expected_severities=numbers['included']['severities'],
+                            seen_in_training=(numbers.get('training') or {}).get(
+                                'seen_corruptions'))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f'{path}: its conditions cannot be read ({error})') from None
+    differing = [k for k in _CHECKED if k in numbers
+                 and not _close(numbers[k], getattr(summary, k))]
+    if differing:
+        raise ValueError(f'{path}: its {", ".join(differing)} do not match its conditions '
+                         '(edited by hand?); write the report again from the condition '
+                         'records')
+    provenance = doc.get('provenance')
+    return ResultsFile(path, summary, dict(provenance) if isinstance(provenance, Mapping)
+                       else {})

@@ -1,0 +1,88 @@
+"""The evaluator of a robustness run: the configured test metrics, with MMSeg's
+``IoUMetric`` and MMRotate's ``DOTAMetric`` evaluated by the package's per-class twins,
+and the calibration metrics added when asked for."""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..errors import SweepError
+from ..evaluation.keys import (CALIBRATION_PREFIX, ROTATED_DETECTION, SCALED_CALIBRATION_PREFIX,
+                               Task)
+
+__all__ = ['CLASSWISE_METRICS', 'classwise_evaluator', 'calibration_metric_cfgs',
+           'robustness_evaluator', 'calibration_metrics']
+
+#: Toolbox metrics -> ours that return the same numbers plus the per-class values (and, for
+#: DOTAMetric, without a process pool per evaluation).
+CLASSWISE_METRICS = {
+    'IoUMetric': 'ClasswiseIoUMetric', 'mmseg.IoUMetric': 'ClasswiseIoUMetric',
+    'DOTAMetric': 'InProcessDOTAMetric', 'mmrotate.DOTAMetric': 'InProcessDOTAMetric',
+}
+
+
+def _as_metric_list(evaluator: Any) -> List[Any]:
+    """The metric configs of a test evaluator config (one metric, a list, or
+    ``dict(metrics=...)``)."""
+    if isinstance(evaluator, (list, tuple)):
+        return list(evaluator)
+    if isinstance(evaluator, dict) and 'metrics' in evaluator and 'type' not in evaluator:
+        return _as_metric_list(evaluator['metrics'])
+    return [evaluator]
+
+
+def classwise_evaluator(evaluator: Any) -> List[Any]:
+    """The metric configs of the test evaluator with MMSeg's ``IoUMetric`` and MMRotate's
+    ``DOTAMetric`` replaced by :class:`ClasswiseIoUMetric` / :class:`InProcessDOTAMetric`
+    (same arguments, same summary numbers, plus ``IoU.<class>`` / ``AP.<class>``); other
+    metrics are kept as they are."""
+    return [dict(metric, type=CLASSWISE_METRICS[metric['type']])
+            if isinstance(metric, dict) and metric.get('type') in CLASSWISE_METRICS
+            else metric for metric in _as_metric_list(evaluator)]
+
+
+def calibration_metric_cfgs(task: Task, temperature_scaling: bool = False) -> List[dict]:
+    """The metric configs appended for calibration: ``SegCalibrationMetric``
+    (segmentation; plus a second one with prefix ``calib_ts`` for temperature scaling,
+    whose temperature is set after fitting) or ``RotatedDetectionCalibrationMetric``,
+    with the prefixes of :mod:`reobench_mm.evaluation.keys`.
+
+    Raises:
+        SweepError: temperature scaling for detection.
+    """
+    if task.name == ROTATED_DETECTION:
+        if temperature_scaling:
+            raise SweepError('temperature scaling is for segmentation (it rescales the '
+                             'per-pixel class logits); detection scores have no such logits')
+        return [dict(type='RotatedDetectionCalibrationMetric', prefix=CALIBRATION_PREFIX)]
+    metrics = [dict(type='SegCalibrationMetric', prefix=CALIBRATION_PREFIX)]
+    if temperature_scaling:
+        metrics.append(dict(type='SegCalibrationMetric', prefix=SCALED_CALIBRATION_PREFIX))
+    return metrics
+
+
+def robustness_evaluator(evaluator: Any, task: Task, calibration: bool,
+                         temperature_scaling: bool) -> Any:
+    """The evaluator a robustness test loop builds: :func:`classwise_evaluator` of a
+    config plus, with ``calibration``, :func:`calibration_metric_cfgs`; a built
+    ``Evaluator`` is kept as it is.
+
+    Raises:
+        SweepError: calibration with a built ``Evaluator`` (it cannot be given more
+            metrics), or temperature scaling for detection.
+    """
+    if isinstance(evaluator, (dict, list, tuple)):
+        metrics = classwise_evaluator(evaluator)
+        if calibration:
+            metrics += calibration_metric_cfgs(task, temperature_scaling)
+        return metrics
+    if calibration:
+        raise SweepError('calibration needs the test evaluator as a config (dict or '
+                         'list of metric configs), not a built Evaluator')
+    return evaluator
+
+
+def calibration_metrics(evaluator: Any) -> Dict[str, Any]:
+    """prefix -> the calibration metric instances of a built evaluator."""
+    prefixes = (CALIBRATION_PREFIX, SCALED_CALIBRATION_PREFIX)
+    return {m.prefix: m for m in getattr(evaluator, 'metrics', [])
+            if getattr(m, 'prefix', None) in prefixes and hasattr(m, 'last_details')}

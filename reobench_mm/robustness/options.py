@@ -1,0 +1,310 @@
+"""The options of a robustness run, defined once.
+
+:class:`RobustnessOptions` is a frozen, validated dataclass: every option's name, default,
+check and help text live in its field definitions, and everything that takes options maps
+onto it:
+
+- the loops: ``test_cfg = dict(type='RobustnessTestLoop', corruptions=..., ...)`` and
+  ``val_cfg = dict(type='RobustnessValLoop', ...)`` (the validation loop takes the subset
+  :data:`VALIDATION_OPTIONS`, with its own defaults);
+- the driver :class:`~reobench_mm.robustness.sweep.RobustnessSweep` and
+  ``tools/robustness_test.py`` (whose flags :func:`add_option_arguments` makes from the
+  fields' help texts, and :func:`options_from_args` reads back);
+- the fingerprint of the results (:meth:`RobustnessOptions.fingerprint_part`);
+- the data-budget and recipe drivers and their tools (a subset, with their defaults).
+
+Values are normalised when the options are made: corruption names and groups expanded in
+the order given, severities sorted, the shard as ``(i, n)``, ``calibration`` set when
+``temperature_scaling`` is. An unknown name is a :class:`~reobench_mm.errors.SweepError`
+that lists the valid ones (and the closest, for a typo).
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import numbers
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ..corruptions import PROTOCOLS
+from ..corruptions.condition import Condition
+from ..corruptions.geometric import BORDER_MODES
+from ..errors import SweepError
+from .decode_cache import DEFAULT_MAX_BYTES
+from .plan import SweepPlan
+
+__all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'VALIDATION_OPTIONS',
+           'VALIDATION_DEFAULTS', 'add_option_arguments', 'options_from_args']
+
+
+def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None) -> Any:
+    """A field of :class:`RobustnessOptions`: its default, its help text (docstrings,
+    ``--help``) and how the command line spells it (``cli``: the ``argparse`` keywords,
+    ``flag`` for a name other than ``--<name>``; None: not a flag)."""
+    return field(default=default, metadata=dict(help=help, cli=cli))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class RobustnessOptions:
+    """What a robustness run evaluates and how (see the field help texts; each is checked
+    when the options are made, see :meth:`create`)."""
+
+    corruptions: Tuple[str, ...] = _option(
+        None, 'corruption names or groups (all, environmental, sensor, geometric, '
+        "appearance); default: every corruption of the protocol",
+        dict(nargs='+', metavar='NAME'))
+    severities: Tuple[int, ...] = _option(
+        None, 'severities 1..5 (default: all five); the clean condition always runs',
+        dict(nargs='+', type=int, metavar='K'))
+    protocol: str = _option('reobench', "corruption protocol ('reobench' or "
+                            "'geofm_calibration')", dict(choices=PROTOCOLS))
+    seed: int = _option(0, 'seed of the corruption draws', dict(type=int))
+    border: str = _option('reflect', "border of rotate/translate ('reflect' or 'constant')",
+                          dict(choices=tuple(BORDER_MODES)))
+    out_dir: Optional[str] = _option(
+        None, "where the condition records and the report go (default: the runner's "
+        'work_dir)')
+    shard: Optional[Tuple[int, int]] = _option(
+        None, "'i/n': evaluate only every n-th condition from i (clean is in shard 0) and "
+        'write a shard manifest instead of the report (merge with '
+        'tools/robustness_merge.py)', dict(metavar='i/n'))
+    force: bool = _option(False, 'evaluate again the conditions already finished', {})
+    calibration: bool = _option(
+        False, 'also evaluate calibration in every condition (ECE, signed gap, NLL, Brier, '
+        'classwise ECE, AURC, eAURC, accuracy at 90 % coverage; detection: D-ECE), with '
+        'reliability diagrams and ECE against severity', {})
+    temperature_scaling: bool = _option(
+        False, '(segmentation; implies calibration) fit one temperature on clean pixels of '
+        'images that are not evaluated (temperature_split, or a val_dataloader of other '
+        'images) and report every condition calibrated with it too (calib_ts/...)', {})
+    temperature_split: Optional[int] = _option(
+        None, 'hold out this many test images (seeded, stratified by their most frequent '
+        'label) for the temperature and evaluate the rest (the calibration study holds out '
+        '400)', dict(type=int, metavar='N'))
+    temperature_split_seed: int = _option(0, 'seed of the held-out split',
+                                          dict(type=int, metavar='S'))
+    temperature_on_test: bool = _option(
+        False, 'allow fitting the temperature on evaluated images (optimistic; recorded in '
+        'the report)', {})
+    plots: bool = _option(True, "write the report's plots", dict(flag='--no-plots'))
+    decode_cache_bytes: int = _option(
+        DEFAULT_MAX_BYTES, 'decode each test image once for all conditions, keeping up to '
+        'this many bytes of decoded samples in memory (0: off)',
+        dict(type=int, metavar='BYTES'))
+    strict_checkpoint: bool = _option(
+        True, 'check that the checkpoint fits the model exactly (every key, every shape); '
+        'off: evaluate what fits (logged)', dict(flag='--partial-checkpoint'))
+    seen_corruptions: Union[None, str, Tuple[str, ...]] = _option(
+        'auto', "the corruptions the model saw in training: 'auto' reads the pools of the "
+        "RandomCorruption steps of the config's training pipeline, or names/groups, or "
+        'none; marked in the report, which adds held-out scores over the others',
+        dict(nargs='*', metavar='NAME'))
+    held_out_only: bool = _option(False, 'refuse to evaluate corruptions seen in training',
+                                  {})
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            if item.type == 'bool' and not isinstance(getattr(self, item.name), bool):
+                raise SweepError(f'{item.name} must be True or False, got '
+                                 f'{getattr(self, item.name)!r}')
+        plan = SweepPlan.create(self.corruptions, self.severities, self.protocol, self.seed,
+                                self.border, self.shard)
+        set_ = object.__setattr__
+        set_(self, 'corruptions', plan.corruptions)
+        set_(self, 'severities', plan.severities)
+        set_(self, 'shard', plan.shard)
+        if self.out_dir is not None and not isinstance(self.out_dir, str):
+            raise SweepError(f'out_dir must be a folder path, got {self.out_dir!r}')
+        self._check_temperature()
+        if self.temperature_scaling:
+            set_(self, 'calibration', True)
+        cache = self.decode_cache_bytes
+        if not _is_int(cache) or cache < 0:
+            raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got '
+                             f'{cache!r}')
+        set_(self, 'decode_cache_bytes', int(cache))
+        seen = self.seen_corruptions
+        if seen is not None and seen != 'auto':
+            if isinstance(seen, str):
+                seen = [seen]
+            if not isinstance(seen, (list, tuple)) or \
+                    not all(isinstance(n, str) for n in seen):
+                raise SweepError("seen_corruptions must be 'auto', None or a list of "
+                                 f'corruption names/groups, got {self.seen_corruptions!r}')
+            set_(self, 'seen_corruptions', tuple(seen))
+
+    def _check_temperature(self) -> None:
+        split, seed = self.temperature_split, self.temperature_split_seed
+        if not self.temperature_scaling and (split is not None or self.temperature_on_test):
+            raise SweepError('temperature_split and temperature_on_test need '
+                             'temperature_scaling=True')
+        if split is not None and (not _is_int(split) or split < 1):
+            raise SweepError(f'temperature_split must be a number of images >= 1 (the '
+                             f'calibration study holds out 400), got {split!r}')
+        if not _is_int(seed) or seed < 0:
+            raise SweepError(f'temperature_split_seed must be an integer >= 0, got {seed!r}')
+        if split is not None and self.temperature_on_test:
+            raise SweepError('temperature_split holds images out of the evaluation; '
+                             'temperature_on_test fits on evaluated ones: give one of them')
+
+    # ------------------------------------------------------------------ making them
+    @classmethod
+    def create(cls, values: Optional[Mapping[str, Any]] = None, *,
+               allowed: Optional[Iterable[str]] = None,
+               defaults: Optional[Mapping[str, Any]] = None,
+               owner: str = 'RobustnessTestLoop') -> 'RobustnessOptions':
+        """Options from ``values`` (option name -> value), the others from ``defaults``
+        and then the field defaults.
+
+        Args:
+            allowed: the option names ``owner`` takes (default: all).
+            owner: who takes them, for the messages (``'RobustnessValLoop'``, ...).
+
+        Raises:
+            SweepError: an unknown name or one ``owner`` does not take (the valid ones
+                are listed, with the closest for a typo), or a bad value.
+        """
+        values = dict(values or {})
+        allowed = list(OPTION_NAMES if allowed is None else allowed)
+        unknown = [k for k in values if k not in allowed]
+        if unknown:
+            name = unknown[0]
+            close = difflib.get_close_matches(name, allowed, n=1)
+            what = ('an option of other runs, not of ' if name in OPTION_NAMES
+                    else 'not an option of ')
+            raise SweepError(f'{name!r} is {what}{owner}'
+                             + (f' (did you mean {close[0]!r}?)' if close else '')
+                             + f'; valid: {", ".join(allowed)}')
+        merged = dict(defaults or {})
+        merged.update(values)
+        return cls(**merged)
+
+    def replace(self, **changes: Any) -> 'RobustnessOptions':
+        """A copy with some options changed (checked again)."""
+        return replace(self, **changes)
+
+    # ------------------------------------------------------------------ what they mean
+    @property
+    def plan(self) -> SweepPlan:
+        """The conditions these options select."""
+        return SweepPlan(self.corruptions, self.severities, self.clean, self.shard)
+
+    @property
+    def clean(self) -> Condition:
+        """The clean condition (its seed, protocol and border every condition shares)."""
+        return Condition(seed=self.seed, protocol=self.protocol, border=self.border)
+
+    @property
+    def temperature_fit(self) -> Dict[str, Any]:
+        """The temperature-fit settings (empty without temperature scaling)."""
+        if not self.temperature_scaling:
+            return {}
+        split = self.temperature_split
+        return dict(split=split, split_seed=self.temperature_split_seed
+                    if split is not None else None, on_test=self.temperature_on_test)
+
+    def fingerprint_part(self) -> Dict[str, Any]:
+        """The options part of the fingerprint: the settings that change the numbers."""
+        return dict(seed=self.seed, protocol=self.protocol, border=self.border,
+                    calibration=self.calibration,
+                    temperature_scaling=self.temperature_scaling,
+                    temperature_fit=self.temperature_fit)
+
+    def to_dict(self, names: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+        """Option name -> value (tuples as lists), for a config (``test_cfg``)."""
+        out = {}
+        for name in names or OPTION_NAMES:
+            value = getattr(self, name)
+            if name == 'shard' and value is not None:
+                value = '{}/{}'.format(*value)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+#: Every option, in definition order.
+OPTION_NAMES: Tuple[str, ...] = tuple(f.name for f in fields(RobustnessOptions))
+#: The options of ``RobustnessSweep`` and ``tools/robustness_test.py`` (the output folder
+#: is their work dir).
+SWEEP_OPTIONS = tuple(n for n in OPTION_NAMES if n != 'out_dir')
+#: The options of ``RobustnessValLoop`` (nothing is written while validating).
+VALIDATION_OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'border',
+                      'decode_cache_bytes')
+#: The defaults of ``RobustnessValLoop`` where they differ (a few conditions, and no cache).
+VALIDATION_DEFAULTS = dict(corruptions=('cloud', 'gaussian_noise', 'haze'), severities=(3, ),
+                           decode_cache_bytes=0)
+
+
+# ----------------------------------------------------------------------------- command line
+
+def _field(name: str):
+    return next(f for f in fields(RobustnessOptions) if f.name == name)
+
+
+def _default(name: str, defaults: Optional[Mapping[str, Any]]) -> Any:
+    if defaults and name in defaults:
+        return defaults[name]
+    item = _field(name)
+    return None if item.default is MISSING else item.default
+
+
+def _flag(name: str, defaults: Optional[Mapping[str, Any]]) -> str:
+    cli = _field(name).metadata['cli']
+    if 'flag' in cli:
+        return cli['flag']
+    if _field(name).type == 'bool' and _default(name, defaults) is True:
+        return '--no-' + name.replace('_', '-')
+    return '--' + name.replace('_', '-')
+
+
+def add_option_arguments(parser: argparse.ArgumentParser,
+                         names: Optional[Sequence[str]] = None,
+                         defaults: Optional[Mapping[str, Any]] = None) -> List[str]:
+    """Add a flag for each option of ``names`` that has one (default: all), with the
+    field's help text; a boolean option is ``--<name>`` when it defaults to False and
+    ``--no-<name>`` when it defaults to True. Returns the option names added.
+    :func:`options_from_args` reads them back."""
+    added = []
+    for name in names or OPTION_NAMES:
+        item = _field(name)
+        cli = item.metadata['cli']
+        if cli is None:
+            continue
+        default = _default(name, defaults)
+        help_text = item.metadata['help']
+        kwargs = {k: v for k, v in cli.items() if k != 'flag'}
+        kwargs['default'] = None  # not given: left out, so that the caller's defaults apply
+        if item.type == 'bool':
+            kwargs['action'] = 'store_false' if default else 'store_true'
+        elif default is not None and name != 'seen_corruptions':
+            help_text += f' (default: {_format(default)})'
+        if name == 'seen_corruptions':
+            help_text += '; give the flag without names for none (default: auto)'
+        parser.add_argument(_flag(name, defaults), dest=name,
+                            help=help_text.replace('%', '%%'), **kwargs)
+        added.append(name)
+    return added
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ' '.join(str(v) for v in value)
+    return str(value)
+
+
+def options_from_args(args: argparse.Namespace,
+                      names: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """The option values of the flags :func:`add_option_arguments` added (those not
+    given on the command line are left out, so that the caller's defaults apply)."""
+    values = {}
+    for name in names or OPTION_NAMES:
+        if _field(name).metadata['cli'] is None or not hasattr(args, name):
+            continue
+        value = getattr(args, name)
+        if value is None:
+            continue
+        values[name] = (list(value) or None) if name == 'seen_corruptions' else value
+    return values

@@ -1,0 +1,175 @@
+"""Sharded robustness runs: the manifest each shard writes and the merge of the shards.
+
+A sharded run (``shard=(i, n)``) evaluates every n-th condition from i
+(:mod:`~reobench_mm.robustness.plan`) and writes, beside its condition records, a
+manifest ``shard_<i>-of-<n>.json`` (:func:`write_shard_manifest`): what it evaluated (the
+condition files) of how many conditions in all, with the run's fingerprint and
+provenance. :func:`merge_sweeps` checks every shard's manifest and records as a resumed
+run checks them and writes the report of the whole run.
+"""
+from __future__ import annotations
+
+import os
+import os.path as osp
+import re
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+from ..analysis.report import Report, write_report
+from ..analysis.results import ConditionResult, merge_results
+from ..corruptions.condition import Condition
+from ..engine.workdir import write_error
+from ..errors import SweepError
+from ..evaluation.keys import results_task
+from ..fileio import dump_json_atomic, read_json
+from .fingerprint import differing_parts
+from .store import calibration_details, record_consistency_problem, record_identity_problem
+
+__all__ = ['SHARD_FORMAT', 'shard_manifest_path', 'write_shard_manifest', 'find_manifests',
+           'merge_sweeps']
+
+SHARD_FORMAT = 'reobench_mm.sweep_shard/1'
+#: File names of shard manifests.
+_MANIFEST_NAME = re.compile(r'shard_\d+-of-\d+\.json')
+
+
+def shard_manifest_path(work_dir: str, shard: Tuple[int, int]) -> str:
+    """``<work_dir>/shard_<i>-of-<n>.json``."""
+    index, count = shard
+    return osp.join(work_dir, f'shard_{index}-of-{count}.json')
+
+
+def write_shard_manifest(work_dir: str, shard: Tuple[int, int], *, task: str,
+                         protocol: str, corruptions: Sequence[str],
+                         severities: Sequence[int], condition_files: Mapping[str, str],
+                         num_conditions: int, fingerprint: Mapping[str, Any],
+                         provenance: Mapping[str, Any]) -> str:
+    """Write the manifest of one shard (:func:`shard_manifest_path`): what it evaluated
+    (``condition_files``: condition key -> record file, relative to ``work_dir``) of how
+    many conditions in all, with the sweep's fingerprint and provenance; returns its
+    path.
+
+    Raises:
+        SweepError: the file cannot be written (:func:`write_error`).
+    """
+    index, count = shard
+    path = shard_manifest_path(work_dir, shard)
+    try:
+        dump_json_atomic(dict(
+            format=SHARD_FORMAT, shard=[index, count], task=task, protocol=protocol,
+            corruptions=corruptions, severities=severities, conditions=condition_files,
+            num_conditions=num_conditions, fingerprint=fingerprint, provenance=provenance),
+            path)
+    except OSError as error:
+        raise write_error(path, error) from None
+    return path
+
+
+
+def _read_manifest(path: str) -> Optional[dict]:
+    """A shard manifest, None for a file of another format.
+
+    Raises:
+        SweepError: unreadable, not JSON, or lacking a field (the file named).
+    """
+    data, problem = read_json(path)
+    if problem is not None:
+        raise SweepError(f'shard manifest {path} {problem}')
+    if not isinstance(data, dict) or not str(data.get('format', '')).startswith(
+            'reobench_mm.sweep_shard/'):
+        return None
+    if data['format'] != SHARD_FORMAT:
+        raise SweepError(f'shard manifest {path} has format {data["format"]!r}, expected '
+                         f'{SHARD_FORMAT!r}; run that shard again')
+    fields = {'shard': list, 'task': str, 'protocol': str, 'corruptions': list,
+              'severities': list, 'conditions': dict, 'num_conditions': int,
+              'fingerprint': dict, 'provenance': dict}
+    bad = [k for k, kind in fields.items() if not isinstance(data.get(k), kind)]
+    if bad or len(data['shard']) != 2 or not all(isinstance(v, int) for v in data['shard']):
+        raise SweepError(f'shard manifest {path} is malformed (fields {bad or ["shard"]}); '
+                         'run that shard again')
+    return data
+
+
+def find_manifests(work_dir: str) -> List[str]:
+    """The shard manifests in ``work_dir``, sorted (file names are matched literally, so
+    folders whose names hold glob characters such as ``[`` are found too)."""
+    return sorted(osp.join(work_dir, name) for name in os.listdir(work_dir)
+                  if _MANIFEST_NAME.fullmatch(name))
+
+
+def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> Report:
+    """Merge the outputs of the shards of one sweep (``shard_<i>-of-<n>.json`` and their
+    condition files, in one or several work dirs) and write the report into ``out_dir``.
+
+    Every condition file is checked as a resumed sweep checks it (a record of its
+    condition, consistent with its metrics and digest, of the manifest's fingerprint).
+
+    Raises:
+        SweepError: no manifest, shards of different sweeps, missing shards, a missing,
+            malformed or inconsistent file (named, with why), or a report file that
+            cannot be written.
+    """
+    manifests = []
+    for work_dir in work_dirs:
+        if not osp.isdir(work_dir):
+            raise SweepError(f'work dir {work_dir!r} does not exist')
+        for path in find_manifests(work_dir):
+            data = _read_manifest(path)
+            if data is not None:
+                manifests.append((work_dir, path, data))
+    if not manifests:
+        raise SweepError(f'no shard manifest (shard_<i>-of-<n>.json) in {list(work_dirs)}')
+    first = manifests[0][2]
+    same = ('task', 'protocol', 'corruptions', 'severities', 'num_conditions')
+    for _, path, data in manifests[1:]:
+        differing = [k for k in same if data.get(k) != first.get(k)]
+        differing += [f'fingerprint ({part})' for part, _ in
+                      differing_parts(data['fingerprint'], first['fingerprint'])]
+        if data['shard'][1] != first['shard'][1]:
+            differing.append('shard count')
+        if differing:
+            raise SweepError(f'{path} belongs to another sweep than {manifests[0][1]} '
+                             f'(differs in {differing})')
+    count = first['shard'][1]
+    present = {data['shard'][0] for _, _, data in manifests}
+    missing = sorted(set(range(count)) - present)
+    if missing:
+        raise SweepError(f'shards {missing} of {count} have no manifest; run them first')
+    partials, seen, records = [], set(), {}
+    for work_dir, path, data in manifests:
+        if data['shard'][0] in seen:
+            continue  # the same shard in two work dirs: take the first
+        seen.add(data['shard'][0])
+        partial = {}
+        for key, relative in data['conditions'].items():
+            file = osp.join(work_dir, str(relative))
+            if not osp.isfile(file):
+                raise SweepError(f'{path} lists {file}, which does not exist')
+            record, problem = read_json(file)
+            if problem is None:
+                problem = record_identity_problem(record, key)
+            if problem is None and record['fingerprint'] != data['fingerprint']:
+                parts = [part for part, _ in differing_parts(record['fingerprint'],
+                                                             data['fingerprint'])]
+                problem = f'was written for other inputs than its shard (differs in {parts})'
+            if problem is None:
+                problem = record_consistency_problem(record, {}, results_task(first['task']))
+            if problem is not None:
+                raise SweepError(f'{file} {problem}; run shard {data["shard"][0]} again '
+                                 '(it evaluates that condition again)')
+            partial[key] = ConditionResult.from_dict(record['result'])
+            records[Condition.from_key(key, first['protocol'])] = record
+        partials.append(partial)
+    merged = merge_results(partials, protocol=first['protocol'], task=first['task'])
+    if len(merged) != first['num_conditions']:
+        raise SweepError(f'the shards hold {len(merged)} conditions, the sweep has '
+                         f'{first["num_conditions"]}')
+    try:
+        return write_report(out_dir, merged, protocol=first['protocol'], task=first['task'],
+                            expected_severities=first['severities'],
+                            provenance=first['provenance'], plots=plots,
+                            calibration_details=calibration_details(records),
+                            seen_in_training=(first['provenance'].get('extra') or {}).get(
+                                'seen_in_training'))
+    except OSError as error:
+        raise write_error(error.filename or f'the report in {out_dir}', error) from None

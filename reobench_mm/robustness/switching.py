@@ -1,0 +1,121 @@
+"""What both robustness loops do: one switchable ``ApplyCorruption`` step placed in the
+dataloader's pipelines before the dataloader is built, switched per condition in the main
+process, the iterations run (the ``*_iter`` hooks see every one) and the configured
+evaluator evaluated; and what they return.
+
+Placement follows :mod:`reobench_mm.transforms.placement` (after the image loading, or
+after the annotation loading when a selected corruption is geometric). Persistent
+dataloader workers are turned off, so that the workers of each condition are started
+from the switched pipeline; every sample's metainfo is checked to carry the condition.
+
+What the loops return (and so what ``LoggerHook``, the visualizer backends and
+``CheckpointHook(save_best=...)`` see, :func:`robustness_metrics`): the clean condition's
+metrics under their own keys (``mIoU``, ``dota/mAP``, ...), the robustness scores
+``robust/clean``, ``robust/avg``, ``robust/delta_tp``, ``robust/mpc``, ``robust/rpc``,
+each corruption's mean ``robust/<corruption>`` and each condition's task metric
+``<tag>/<metric>`` (e.g. ``cloud_s3/mIoU``), on the 0-100 scale
+(:mod:`reobench_mm.evaluation.keys`). Avg and ΔTP are REOBench's: the mean over
+corruptions of each corruption's mean over its severities, and clean minus that.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from mmengine.logging import print_log
+from torch.utils.data import DataLoader
+
+from ..analysis.results import RobustnessSummary
+from ..corruptions import get_corruption
+from ..corruptions.condition import Condition
+from ..engine.corruption_loop import check_batch_condition
+from ..errors import SweepError
+from ..evaluation.keys import (HELD_OUT_SCORES, HELD_OUT_SUFFIX, ROBUST_SCORES,
+                               condition_metric_key, robust_key)
+from ..transforms.placement import (Placement, corruption_steps, place_condition,
+                                    stop_live_workers)
+from .decode_cache import cache_loading_steps
+from .plan import SweepPlan
+
+__all__ = ['ConditionSwitching', 'robustness_metrics']
+
+
+def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, Any]
+                       ) -> Dict[str, float]:
+    """What a robustness loop returns: the clean condition's scalar metrics under their own
+    keys, the robustness scores (``robust/avg``, ...), each corruption's mean
+    (``robust/<corruption>``) and each condition's task metric (``<tag>/<metric>``)."""
+    out = {str(k): float(v) for k, v in clean_metrics.items()
+           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    for name in ROBUST_SCORES:
+        out[robust_key(name)] = float(getattr(summary, name))
+    if summary.held_out is not None:
+        for name in HELD_OUT_SCORES:
+            out[robust_key(name + HELD_OUT_SUFFIX)] = float(getattr(summary.held_out, name))
+    for corruption, value in summary.per_corruption.items():
+        out[robust_key(corruption)] = float(value)
+    for condition, result in summary.conditions.items():
+        out[condition_metric_key(condition.tag, summary.metric)] = float(result.value)
+    return out
+
+
+class ConditionSwitching:
+    """The part both robustness loops share (a mixin before MMEngine's ``TestLoop`` or
+    ``ValLoop``): placing the step, switching it, evaluating one condition, checking
+    batches and caching the decoded samples."""
+
+    plan: SweepPlan
+    runner: Any
+    dataloader: DataLoader
+    evaluator: Any
+
+    def _place(self, dataloader: Union[DataLoader, Dict], scope: Optional[str],
+               what: str) -> Tuple[Union[DataLoader, Dict], List[Placement]]:
+        """The clean step placed (for geometric corruptions when one is selected) into a
+        copy of the dataloader config (persistent workers off) or the built dataloader."""
+        geometric = any(get_corruption(name, self.plan.protocol).moves_labels
+                        for name in self.plan.corruptions)
+        if isinstance(dataloader, dict):
+            dataloader = copy.deepcopy(dataloader)
+            if dataloader.get('persistent_workers'):
+                print_log(f'{what}: persistent dataloader workers turned off (the workers of '
+                          'each condition start from the switched pipeline)',
+                          logger='current')
+                dataloader['persistent_workers'] = False
+        placements = place_condition(dataloader, self.plan.clean, scope, geometric=geometric,
+                                     override=True)
+        return dataloader, placements
+
+    def _find_steps(self) -> None:
+        self.steps = corruption_steps(self.dataloader.dataset)
+        if not self.steps:
+            raise SweepError('no ApplyCorruption step in the built dataset pipeline')
+        self._current: Condition = self.plan.clean
+
+    def _switch(self, condition: Condition) -> None:
+        for step in self.steps:
+            step.set_condition(condition)
+        self._current = condition
+        stop_live_workers(self.dataloader)
+
+    def _evaluate_condition(self, condition: Condition) -> Tuple[Dict[str, float], float]:
+        """Run the iterations under ``condition`` and evaluate: ``(metrics, seconds)``."""
+        self._switch(condition)
+        start = time.perf_counter()
+        try:
+            self.runner.model.eval()
+            for idx, data_batch in enumerate(self.dataloader):
+                self.run_iter(idx, data_batch)
+            metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
+        finally:
+            self._switch(self.plan.clean)
+        return {str(k): float(v) for k, v in metrics.items()}, time.perf_counter() - start
+
+    def _check_batch(self, idx: int, data_batch: Any) -> None:
+        check_batch_condition(data_batch, self._current, idx)
+
+    def _cache_decoding(self, cache_bytes: int) -> list:
+        if cache_bytes <= 0:
+            return []
+        return cache_loading_steps(self.dataloader.dataset, self.steps, cache_bytes)

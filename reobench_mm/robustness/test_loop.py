@@ -1,0 +1,401 @@
+"""``RobustnessTestLoop``: clean plus every selected condition in one test run.
+
+Registered in ``LOOPS``; with ``custom_imports=dict(imports=['reobench_mm'])`` every entry
+point that builds ``test_cfg`` uses it: this package's ``tools/test.py`` and
+``tools/robustness_test.py``, the toolboxes' own ``tools/test.py``,
+``Runner.from_cfg(cfg).test()`` in a notebook::
+
+    test_cfg = dict(type='RobustnessTestLoop', corruptions='all', severities=[1, 2, 3, 4, 5])
+
+Its options are :class:`~reobench_mm.robustness.options.RobustnessOptions`; how it
+switches conditions and what it returns is :mod:`reobench_mm.robustness.switching`.
+The single-condition loop of the toolboxes' ``tools/test.py --cfg-options
+test_cfg.corruption=...`` is :class:`~reobench_mm.engine.CorruptionTestLoop`.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import os.path as osp
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from mmengine.logging import print_log
+from mmengine.runner import TestLoop
+from torch.utils.data import DataLoader
+
+from ..analysis.report import Report, make_provenance, write_report
+from ..analysis.results import ConditionResult
+from ..corruptions.condition import Condition
+from ..engine import checkpoint as _checkpoint
+from ..engine.workdir import WorkDirLock, write_error
+from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
+from ..fileio import file_sha256, json_round_trip
+from ..registry import LOOPS
+from ..utils.config import check_no_corruption_cfg, infer_task
+from .evaluators import calibration_metrics, robustness_evaluator
+from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
+from .held_out import check_held_out, seen_in_training
+from .options import RobustnessOptions
+from .shards import write_shard_manifest
+from .store import ConditionStore, calibration_details, condition_record_name
+from .switching import ConditionSwitching, robustness_metrics
+from .temperature import TemperatureFit
+
+__all__ = ['RobustnessTestLoop', 'SweepOutcome']
+
+
+@dataclass
+class SweepOutcome:
+    """What a :class:`RobustnessTestLoop` run did.
+
+    Attributes:
+        work_dir: the output folder.
+        conditions: the conditions of this run (the shard's, or all).
+        evaluated: those evaluated now; ``skipped``: those found finished.
+        seconds: evaluation seconds per evaluated condition key.
+        report_files: name -> path of the report files (empty for a shard).
+        manifest: the shard manifest path (None without a shard).
+        wall_seconds: wall time of the run.
+        reevaluated: condition key -> why its file was not reused (a malformed or
+            inconsistent record; those conditions are in ``evaluated``).
+        metrics: what the loop returned.
+    """
+    work_dir: str
+    conditions: List[Condition]
+    evaluated: List[Condition] = field(default_factory=list)
+    skipped: List[Condition] = field(default_factory=list)
+    seconds: Dict[str, float] = field(default_factory=dict)
+    report_files: Dict[str, str] = field(default_factory=dict)
+    manifest: Optional[str] = None
+    wall_seconds: float = 0.0
+    reevaluated: Dict[str, str] = field(default_factory=dict)
+    metrics: Dict[str, float] = field(default_factory=dict)
+
+
+@LOOPS.register_module()
+class RobustnessTestLoop(ConditionSwitching, TestLoop):
+    """``TestLoop`` evaluating clean plus every selected corruption × severity in one run.
+
+    Each finished condition is written to ``<out_dir>/conditions/<tag>.json`` (sealed,
+    with a fingerprint of the inputs: the resolved config, the checkpoint, the test data,
+    the code, the options); a rerun reuses the finished ones, so a killed run resumes
+    where it stopped, and refuses files written for other inputs (naming the part that
+    differs). At the end ``results.json``, ``results.csv``, ``report.md`` and the plots
+    are written to ``out_dir`` (with ``shard``, a shard manifest instead), and the metrics
+    of :func:`~reobench_mm.robustness.switching.robustness_metrics` are returned
+    (``after_test_epoch`` hooks get them: ``LoggerHook`` logs them, the visualizer
+    backends store them).
+
+    The checkpoint the runner loaded (``load_from``; ``tools/test.py CONFIG CHECKPOINT``)
+    is checked to fit the model strictly (every key, every shape) unless
+    ``strict_checkpoint=False``; a checkpoint that does not fit is an error, not a
+    warning with numbers of a half-loaded model.
+
+    Args:
+        runner, dataloader, evaluator, fp16: as ``TestLoop``. MMSeg's ``IoUMetric`` and
+            MMRotate's ``DOTAMetric`` are evaluated by ``ClasswiseIoUMetric`` /
+            ``InProcessDOTAMetric`` (same numbers, plus per-class values).
+        **options: the options of :class:`~reobench_mm.robustness.options.RobustnessOptions`
+            (``corruptions``, ``severities``, ``protocol``, ``seed``, ``border``,
+            ``out_dir``, ``shard``, ``force``, ``calibration``, ``temperature_scaling``,
+            ``temperature_split``, ``temperature_split_seed``, ``temperature_on_test``,
+            ``plots``, ``decode_cache_bytes``, ``strict_checkpoint``,
+            ``seen_corruptions``, ``held_out_only``), checked there.
+
+    Raises:
+        SweepError (a ``ValueError``): an unknown option or a bad value (the message lists
+            the valid ones), or, with ``held_out_only``, selected corruptions that were
+            seen in training.
+    """
+
+    def __init__(self, runner, dataloader: Union[DataLoader, Dict],
+                 evaluator: Union[Any, Dict, List], fp16: bool = False,
+                 **options: Any) -> None:
+        check_no_corruption_cfg(runner.cfg)
+        self.options = options = RobustnessOptions.create(options)
+        self.plan = options.plan
+        cfg = runner.cfg
+        #: corruptions of the protocol the model saw in training (report marks them)
+        self.seen_in_training = seen_in_training(cfg, options.protocol,
+                                                 options.seen_corruptions)
+        check_held_out(options.corruptions, self.seen_in_training, options.held_out_only)
+        self.task: Task = get_task(infer_task(cfg))
+        evaluator = robustness_evaluator(evaluator, self.task, options.calibration,
+                                         options.temperature_scaling)
+        self.temperature = TemperatureFit(options, runner) \
+            if options.temperature_scaling else None
+        dataloader, self.placements = self._place(dataloader, cfg.get('default_scope'),
+                                                  'robustness test')
+        if self.temperature is not None:
+            dataloader = self.temperature.split(dataloader)
+        self._dataloader_cfg = copy.deepcopy(dataloader) if isinstance(dataloader, dict) \
+            else None
+        super().__init__(runner, dataloader, evaluator, fp16)
+        self._find_steps()
+        if self.temperature is not None:
+            self.temperature.check_images(self.dataloader.dataset)
+        self.work_dir = options.out_dir or runner.work_dir
+        #: the condition records of ``out_dir``
+        self.store = ConditionStore(self.work_dir, self.plan.condition, self.task,
+                                    options.calibration, lambda: self.fingerprint)
+        self.decode_caches: list = []
+        self.last_calibration: Dict[str, dict] = {}
+        self.outcome: Optional[SweepOutcome] = None
+        #: True once the first condition started (a failure after it keeps what was written)
+        self.evaluating = False
+        self._source: Dict[str, Any] = dict(config=getattr(cfg, 'filename', None),
+                                            checkpoint=None, cfg_options={}, loaded=False)
+        self._fingerprint: Optional[Dict[str, Any]] = None
+        #: one run at a time per output folder
+        self.lock = WorkDirLock(self.work_dir)
+
+    # ------------------------------------------------------------------ inputs
+    @property
+    def conditions(self) -> List[Condition]:
+        """The conditions of this run (the shard's, or all)."""
+        return self.plan.conditions
+
+    def set_source(self, *, config: Optional[str] = None, checkpoint: Optional[str] = None,
+                   cfg_options: Optional[Mapping[str, Any]] = None,
+                   checkpoint_loaded: bool = False,
+                   lock: Optional[WorkDirLock] = None) -> None:
+        """For drivers that build the Runner themselves (``tools/robustness_test.py``):
+        the config file, the checkpoint, the command-line overrides (recorded in the
+        report), whether the checkpoint was already loaded strictly, and the output
+        folder's lock when the driver holds it already."""
+        if lock is not None:
+            self.lock = lock
+        self._source.update(config=config or self._source['config'], checkpoint=checkpoint,
+                            cfg_options=dict(cfg_options or {}),
+                            loaded=bool(checkpoint_loaded))
+        self._fingerprint = None
+
+    @property
+    def checkpoint(self) -> Optional[str]:
+        return self._source['checkpoint'] or getattr(self.runner, '_load_from', None)
+
+    def _check_checkpoint(self) -> None:
+        """Check that the runner's checkpoint fits the model (loading it again strictly:
+        the same weights) when nobody did."""
+        if self._source['loaded'] or not self.options.strict_checkpoint \
+                or self.checkpoint is None:
+            return
+        try:
+            _checkpoint.load_checkpoint_strict(self.runner.model, self.checkpoint,
+                                               config=self._source['config'])
+        except _checkpoint.CheckpointMismatchError as error:
+            raise _checkpoint.CheckpointMismatchError(
+                f'{error} (test_cfg.strict_checkpoint=False evaluates it anyway)',
+                error.mismatch) from None
+        self._source['loaded'] = True
+
+    def _fingerprinted_config(self) -> dict:
+        """The resolved config as it determines the numbers: the test dataloader as the
+        loop built it, the loop's settings instead of its bookkeeping options, no
+        checkpoint path (the checkpoint part covers it)."""
+        data = copy.deepcopy(self.runner.cfg.to_dict())
+        if self._dataloader_cfg is not None:
+            data['test_dataloader'] = copy.deepcopy(self._dataloader_cfg)
+        data['test_cfg'] = dict(type=type(self).__name__, fp16=self.fp16)
+        for key in ('load_from', 'resume'):
+            data.pop(key, None)
+        return data
+
+    @property
+    def fingerprint(self) -> Dict[str, Any]:
+        """What the numbers depend on (:mod:`~reobench_mm.robustness.fingerprint`); the
+        ``data`` part lists the built test dataset (and, with temperature scaling, the
+        data the temperature is fitted on)."""
+        if self._fingerprint is None:
+            checkpoint = self.checkpoint
+            checkpoint_sha256 = file_sha256(checkpoint) if checkpoint and \
+                osp.isfile(checkpoint) else checkpoint
+            data = dataset_fingerprint(self.dataloader.dataset)
+            if self.temperature is not None:
+                fitted_on = self.temperature.fingerprint_data()
+                if fitted_on is not None:
+                    data['val'] = fitted_on
+            self._fingerprint = run_fingerprint(
+                self._fingerprinted_config(), task=self.task.name,
+                checkpoint_sha256=checkpoint_sha256, cfg_options=self._source['cfg_options'],
+                options=self.options.fingerprint_part(), data=data)
+        return self._fingerprint
+
+    # ------------------------------------------------------------------ records
+    def condition_file(self, condition: Any) -> str:
+        return self.store.condition_file(condition)
+
+    def load_records(self, conditions: Sequence[Any]) -> Dict[Condition, dict]:
+        """``condition -> record`` (see :meth:`ConditionStore.load`)."""
+        return self.store.load(conditions)
+
+    def recorded_temperature(self) -> Optional[dict]:
+        """The fitted temperature (temperature, source, NLL before/after), or None."""
+        if self.temperature is None:
+            return None
+        return self.temperature.recorded(self.work_dir, self.fingerprint)
+
+    def provenance(self) -> dict:
+        """The provenance block of the report and of a shard manifest."""
+        config = self._source['config']
+        options = self.options
+        return make_provenance(
+            model=osp.splitext(osp.basename(config))[0] if config
+            else getattr(self.runner, 'experiment_name', None), task=self.task.results_name,
+            config=config, checkpoint=self.checkpoint,
+            checkpoint_sha256=self.fingerprint['checkpoint_sha256'], seed=options.seed,
+            protocol=options.protocol,
+            extra=json_round_trip(dict(corruptions=options.corruptions,
+                                       severities=options.severities, border=options.border,
+                                       cfg_options=result_options(self._source['cfg_options']),
+                                       calibration=options.calibration,
+                                       temperature=self.recorded_temperature(),
+                                       seen_in_training=self.seen_in_training,
+                                       fingerprint=self.fingerprint)))
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, condition: Any) -> tuple:
+        """Evaluate one condition (a pair, key or condition): ``(metrics, seconds)``."""
+        metrics, seconds = self._evaluate_condition(self.plan.condition(condition))
+        # the report needs the curves and bins of the calibration metrics
+        self.last_calibration = {
+            prefix: {k: v for k, v in (metric.last_details or {}).items() if k != 'stats'}
+            for prefix, metric in calibration_metrics(self.evaluator).items()}
+        return metrics, seconds
+
+    def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
+        self._check_batch(idx, data_batch)
+        super().run_iter(idx, data_batch)
+
+    def _prepare(self) -> None:
+        """Before the first condition: decode the samples once, fit the temperature."""
+        self.evaluating = True
+        if not self.decode_caches:
+            self.decode_caches = self._cache_decoding(self.options.decode_cache_bytes)
+        if self.temperature is not None and self.temperature.temperature is None:
+            value = self.temperature.fit(self.dataloader, self.work_dir, self.fingerprint,
+                                         self.options.force)
+            scaled = calibration_metrics(self.evaluator).get(SCALED_CALIBRATION_PREFIX)
+            if scaled is not None:
+                scaled.temperature = value
+
+    def run(self, on_condition: Optional[Callable[[Condition, dict], None]] = None
+            ) -> Dict[str, float]:
+        """Evaluate the conditions not yet finished, write the report (or the shard
+        manifest) and return the robustness metrics. ``on_condition(condition, record)``
+        is called after each condition file is written. :attr:`outcome` says what was
+        done.
+
+        Raises:
+            WorkDirLockedError: another run holds the output folder.
+            FingerprintMismatchError: a finished condition was written for other inputs.
+            CheckpointMismatchError: the runner's checkpoint does not fit the model.
+            SweepError: a file cannot be written (the conditions finished before are kept).
+        """
+        from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
+
+        from ..engine.progress import Progress
+        start = time.perf_counter()
+        main = is_main_process()
+        self._check_checkpoint()
+        outcome = SweepOutcome(self.work_dir, list(self.conditions))
+        self.outcome = outcome
+        lock = self.lock
+        try:
+            todo, outcome.reevaluated = self.store.todo(self.conditions, lock,
+                                                        self.options.force)
+            outcome.skipped = [c for c in self.conditions if c not in todo]
+            if main:
+                self._log_start(outcome)
+            self.runner.call_hook('before_test')
+            self.runner.call_hook('before_test_epoch')
+            if todo:
+                self._prepare()
+                bar = Progress(len(todo), desc='robustness', unit='condition') if main \
+                    else None
+                for number, condition in enumerate(todo, 1):
+                    metrics, seconds = self.evaluate(condition)
+                    outcome.seconds[condition.key] = seconds
+                    outcome.evaluated.append(condition)
+                    if main:
+                        record = self.store.write(condition, metrics, seconds,
+                                                  self.last_calibration)
+                        bar.break_line()
+                        print_log(f'robustness [{number}/{len(todo)}] {condition.tag}: '
+                                  f'{self.task.metric_name} '
+                                  f'{record["result"]["value"]:.2f} ({seconds:.1f} s)',
+                                  logger='current')
+                        bar.update()
+                        if on_condition is not None:
+                            on_condition(condition, record)
+                if main:
+                    bar.close()
+            results: Dict[str, float] = {}
+            if main:
+                results = self._finish(outcome)
+            if get_world_size() > 1:
+                box = [results]
+                broadcast_object_list(box)
+                results = box[0]
+        finally:
+            lock.release()
+        outcome.metrics = results
+        self.runner.call_hook('after_test_epoch', metrics=results)
+        self.runner.call_hook('after_test')
+        outcome.wall_seconds = time.perf_counter() - start
+        return results
+
+    def _log_start(self, outcome: SweepOutcome) -> None:
+        for placement in self.placements:
+            print_log(f'robustness test: {placement.describe()}', logger='current')
+        for reason in outcome.reevaluated.values():
+            print_log(f'{reason}; evaluating it again', logger='current',
+                      level=logging.WARNING)
+        if outcome.skipped:
+            print_log(f'{len(outcome.skipped)} of {len(self.conditions)} conditions '
+                      f'already finished in {self.store.conditions_dir}; skipped',
+                      logger='current')
+
+    def _finish(self, outcome: SweepOutcome) -> Dict[str, float]:
+        """Write the report (or the manifest); the run's metrics (empty for a shard)."""
+        if self.plan.shard is None:
+            records = self.load_records(self.plan.all_conditions)
+            report = self.write_report(records)
+            outcome.report_files = dict(report.files)
+            return robustness_metrics(report.summary, records[self.plan.clean]['metrics'])
+        outcome.manifest = self.write_manifest()
+        return {}
+
+    def write_report(self, records: Optional[Dict[Condition, dict]] = None) -> Report:
+        """Write ``results.json``, ``results.csv``, ``report.md`` and the plots from the
+        condition files.
+
+        Raises:
+            SweepError: a condition file is missing or malformed, or a report file cannot
+                be written (named, with the reason).
+        """
+        if records is None:
+            records = self.load_records(self.plan.all_conditions)
+        try:
+            return write_report(
+                self.work_dir,
+                {c: ConditionResult.from_dict(r['result']) for c, r in records.items()},
+                protocol=self.plan.protocol, task=self.task.results_name,
+                expected_severities=self.plan.severities, provenance=self.provenance(),
+                plots=self.options.plots, calibration_details=calibration_details(records),
+                seen_in_training=self.seen_in_training)
+        except OSError as error:
+            raise write_error(error.filename or f'the report in {self.work_dir}',
+                              error) from None
+
+    def write_manifest(self) -> str:
+        """Write the shard manifest ``shard_<i>-of-<n>.json``; returns its path."""
+        plan = self.plan
+        return write_shard_manifest(
+            self.work_dir, plan.shard, task=self.task.results_name, protocol=plan.protocol,
+            corruptions=plan.corruptions, severities=plan.severities,
+            condition_files={c.key: condition_record_name(c) for c in self.conditions},
+            num_conditions=len(plan.all_conditions), fingerprint=self.fingerprint,
+            provenance=self.provenance())

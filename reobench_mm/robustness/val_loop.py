@@ -1,0 +1,94 @@
+"""``RobustnessValLoop``: a few conditions at each validation while fine-tuning.
+
+Registered in ``LOOPS``; the toolboxes' own ``tools/train.py`` uses it from a config::
+
+    val_cfg = dict(type='RobustnessValLoop', corruptions=['cloud', 'gaussian_noise', 'haze'],
+                   severities=[3])
+
+How it switches conditions and what it returns is :mod:`reobench_mm.robustness.switching`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Sequence, Union
+
+from mmengine.logging import print_log
+from mmengine.runner import ValLoop
+from torch.utils.data import DataLoader
+
+from ..analysis.results import aggregate
+from ..corruptions.condition import Condition
+from ..evaluation.keys import get_task
+from ..registry import LOOPS
+from ..utils.config import check_no_corruption_cfg, infer_task
+from .options import VALIDATION_DEFAULTS, VALIDATION_OPTIONS, RobustnessOptions
+from .switching import ConditionSwitching, robustness_metrics
+
+__all__ = ['RobustnessValLoop']
+
+
+@LOOPS.register_module()
+class RobustnessValLoop(ConditionSwitching, ValLoop):
+    """``ValLoop`` evaluating clean plus a few corruptions at each validation.
+
+    For fine-tuning: ``val_cfg = dict(type='RobustnessValLoop', corruptions=['cloud',
+    'gaussian_noise', 'haze'], severities=[3])`` adds ``robust/avg``, ``robust/delta_tp``
+    and the per-condition metrics (see :mod:`reobench_mm.robustness.switching`) to the
+    validation metrics, next to the clean metrics under their own keys, so that
+    ``CheckpointHook(save_best='robust/avg')``, ``LoggerHook`` and the visualizer backends
+    (TensorBoard, W&B, ...) use them as any validation metric. The seconds each validation
+    took are logged. Nothing is written to disk.
+
+    Args:
+        runner, dataloader, evaluator, fp16: as ``ValLoop``.
+        **options: the options of :data:`~reobench_mm.robustness.options.VALIDATION_OPTIONS`
+            (``corruptions``, default ``['cloud', 'gaussian_noise', 'haze']``;
+            ``severities``, default ``[3]``; ``protocol``, ``seed``, ``border``;
+            ``decode_cache_bytes``, default 0: off), checked by
+            :class:`~reobench_mm.robustness.options.RobustnessOptions`.
+
+    Raises:
+        SweepError (a ``ValueError``): an unknown option or a bad value.
+    """
+
+    def __init__(self, runner, dataloader: Union[DataLoader, Dict],
+                 evaluator: Union[Any, Dict, List], fp16: bool = False,
+                 **options: Any) -> None:
+        check_no_corruption_cfg(runner.cfg)
+        self.options = RobustnessOptions.create(options, allowed=VALIDATION_OPTIONS,
+                                                defaults=VALIDATION_DEFAULTS,
+                                                owner='RobustnessValLoop')
+        self.plan = self.options.plan
+        cfg = runner.cfg
+        self.task = get_task(infer_task(cfg))
+        dataloader, self.placements = self._place(dataloader, cfg.get('default_scope'),
+                                                  'robustness validation')
+        super().__init__(runner, dataloader, evaluator, fp16)
+        self._find_steps()
+        self.decode_caches: list = []
+
+    def run_iter(self, idx, data_batch: Sequence[dict]):
+        self._check_batch(idx, data_batch)
+        super().run_iter(idx, data_batch)
+
+    def run(self) -> dict:
+        """Validate under every condition; the metrics go to ``after_val_epoch``."""
+        start = time.perf_counter()
+        self.runner.call_hook('before_val')
+        self.runner.call_hook('before_val_epoch')
+        if not self.decode_caches:
+            self.decode_caches = self._cache_decoding(self.options.decode_cache_bytes)
+        self.val_loss.clear()
+        raw: Dict[Condition, Dict[str, float]] = {}
+        for condition in self.plan.conditions:
+            raw[condition], _ = self._evaluate_condition(condition)
+        summary = aggregate(raw, protocol=self.plan.protocol, task=self.task.results_name,
+                            expected_severities=self.plan.severities)
+        metrics = robustness_metrics(summary, raw[self.plan.clean])
+        seconds = time.perf_counter() - start
+        print_log(f'robustness validation: {len(raw)} conditions in {seconds:.1f} s; '
+                  f'{summary.metric} clean {summary.clean:.2f}, avg {summary.avg:.2f}, '
+                  f'delta_tp {summary.delta_tp:.2f}', logger='current')
+        self.runner.call_hook('after_val_epoch', metrics=metrics)
+        self.runner.call_hook('after_val')
+        return metrics

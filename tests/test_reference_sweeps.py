@@ -1,0 +1,119 @@
+"""Sweeps of a subset of the demo conditions, on the suite's copy of the demo data, against
+the numbers and reports recorded before the robustness code was restructured
+(``tests/data/reference_sweeps.json``): a change meant to leave behaviour unchanged must
+leave every number of ``results.json``, every condition's metrics, the fitted temperature
+and ``report.md`` (up to its provenance, which names paths and code digests) as they were.
+
+The segmentation model is the demo config trained for 60 iterations in this process
+(seeded, deterministic algorithms, no workers: the same weights on every run), the
+detection model the demo config's freshly initialised one (seeded). Regenerate the file only when a change is meant to change
+the numbers (and say why in the commit message)::
+
+    python tests/test_reference_sweeps.py --write
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import sys
+import tempfile
+
+import pytest
+
+from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
+from sweep_helpers import sweep_options, untrained_checkpoint
+
+REFERENCE = osp.join(PROJECT_ROOT, 'tests', 'data', 'reference_sweeps.json')
+#: task -> (config, the demo dataset, training iterations, options of the sweep): a pixel,
+#: a noise and two geometric corruptions with calibration and a held-out temperature for
+#: segmentation; a blur and a translation with calibration for detection.
+RUNS = {
+    'segmentation': (SEG_DEMO_CONFIG, 'potsdam', 60, dict(
+        corruptions=['cloud', 'gaussian_noise', 'rotate', 'scale'], severities=[2, 5],
+        calibration=True, temperature_scaling=True, temperature_split=1)),
+    'detection': (DET_DEMO_CONFIG, 'dior', 0, dict(corruptions=['gaussian_blur', 'translate'],
+                                                   severities=[3], calibration=True)),
+}
+
+
+def _report_body(path):
+    """``report.md`` without its provenance section."""
+    with open(path, encoding='utf-8') as handle:
+        text = handle.read()
+    return text.split('\n## Provenance\n')[0]
+
+
+def _checkpoint(config, data_root, work_dir, iters):
+    """The demo model trained for ``iters`` iterations in this process, deterministically
+    (an untrained one for 0)."""
+    if not iters:
+        return untrained_checkpoint(config, osp.join(work_dir, 'model.pth'))
+    from mmengine.runner import Runner
+    cfg = demo_config(config, data_root, osp.join(work_dir, 'train'), iters)
+    cfg.randomness = dict(seed=0, deterministic=True)
+    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=iters, by_epoch=False)
+    Runner.from_cfg(cfg).train()
+    return osp.join(work_dir, 'train', f'iter_{iters}.pth')
+
+
+def run_reference_sweep(task, data_root, work_dir):
+    """The sweep of ``task`` on ``data_root``: what the reference records of it."""
+    from reobench_mm.robustness.sweep import RobustnessSweep
+    config, dataset, iters, options = RUNS[task]
+    os.makedirs(work_dir, exist_ok=True)
+    checkpoint = _checkpoint(config, osp.join(data_root, dataset), work_dir, iters)
+    sweep = RobustnessSweep(config, checkpoint, work_dir=osp.join(work_dir, 'sweep'),
+                            cfg_options=sweep_options(osp.join(data_root, dataset))[0],
+                            **options)
+    outcome = sweep.run()
+    folder = outcome.work_dir
+    with open(osp.join(folder, 'results.json'), encoding='utf-8') as handle:
+        numbers = json.load(handle)['numbers']
+    conditions = {}
+    for condition in outcome.conditions:
+        with open(sweep.condition_file(condition), encoding='utf-8') as handle:
+            conditions[condition.key] = json.load(handle)['metrics']
+    temperature = None
+    if osp.isfile(osp.join(folder, 'temperature.json')):
+        with open(osp.join(folder, 'temperature.json'), encoding='utf-8') as handle:
+            temperature = json.load(handle)['temperature']
+    return dict(numbers=numbers, conditions=conditions, temperature=temperature,
+                report=_report_body(osp.join(folder, 'report.md')))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('task', list(RUNS))
+def test_sweep_matches_the_reference(task, demo_data, tmp_path):
+    if not osp.isfile(REFERENCE):
+        pytest.fail(f'{REFERENCE} is missing: it is part of the repository')
+    with open(REFERENCE, encoding='utf-8') as handle:
+        reference = json.load(handle)[task]
+    got = run_reference_sweep(task, demo_data, str(tmp_path))
+    assert got['conditions'] == reference['conditions']
+    assert got['temperature'] == reference['temperature']
+    assert got['numbers'] == reference['numbers']
+    assert got['report'] == reference['report']
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description='write the reference sweeps')
+    parser.add_argument('--write', action='store_true', help=f'write {REFERENCE}')
+    args = parser.parse_args(argv)
+    from reobench_mm.datasets.synthetic import make_demo_data
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        data_root = osp.join(tmp, 'demo_data')
+        make_demo_data(data_root, seed=0, num_train=6, num_test=3, size=256)  # as conftest
+        for task in RUNS:
+            out[task] = run_reference_sweep(task, data_root, osp.join(tmp, task))
+            print(task, out[task]['numbers']['clean'], out[task]['numbers']['avg'])
+    if args.write:
+        with open(REFERENCE, 'w', encoding='utf-8') as handle:
+            json.dump(out, handle, indent=1, sort_keys=True)
+            handle.write('\n')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
