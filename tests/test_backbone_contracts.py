@@ -78,6 +78,36 @@ def test_contract_with_the_neck_gives_strides_4_to_32(name):
     assert [tuple(p.shape[-2:]) for p in pyramid] == [(16, 16), (8, 8), (4, 4), (2, 2)]
 
 
+@pytest.mark.parametrize('name', BACKBONES)
+def test_contract_last_block_pyramid_source(name):
+    """``pyramid_source='last_block'``: the 4 pyramid inputs are the last block's map
+    after the final norm, the same map 4 times (the ViTDet-style detection pyramid)."""
+    torch.manual_seed(0)
+    def build(**options):
+        return MODELS.build(dict(type=name, arch=dict(TINY), img_size=64, **options)).eval()
+
+    last = build(pyramid_source='last_block')
+    assert (last.out_indices, last.final_norm) == ((3, ), True)
+    normed = build(out_indices=(3, ), final_norm=True)
+    with torch.no_grad():
+        for module in last.modules():  # norms that are not the identity
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.normal_(1.0, 0.2)
+                module.bias.normal_(0.0, 0.2)
+        normed.load_state_dict(last.state_dict())
+        image = torch.rand(2, 3, 64, 64)
+        levels, expected = last(image), normed(image)
+    assert len(expected) == 1 and len(levels) == 4
+    assert all(torch.equal(level, expected[0]) for level in levels)
+    with pytest.raises(ValueError, match='leave out_indices unset'):
+        build(pyramid_source='last_block', out_indices=(1, 3))
+    with pytest.raises(ValueError, match='final_norm must be True or unset'):
+        build(pyramid_source='last_block', final_norm=False)
+    with pytest.raises(ValueError, match="pyramid_source must be one of .'blocks', "
+                                         "'last_block'."):
+        build(pyramid_source='last_layer')
+
+
 def test_out_index_presets_and_errors():
     assert resolve_out_indices(None, 12) == (3, 5, 7, 11)
     assert resolve_out_indices(None, 24) == (5, 11, 17, 23)

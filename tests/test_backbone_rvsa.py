@@ -671,6 +671,32 @@ def test_gradients_frozen_stages_and_checkpointing(sampling_init):
     assert not torch.equal(plain.blocks[1].attn.sampling_offsets[-1].weight, before)
 
 
+def test_every_block_has_one_fused_qkv_bias():
+    """The plain ViT-B RVSA gives every block, window and global, one fused qkv bias with
+    a key bias, as both published backbones do (RVSA repository: Semantic
+    Segmentation/mmseg/models/backbones/vit_win_rvsa_v3_wsz7.py and Object
+    Detection/mmdet/models/backbones/vit_win_rvsa_wsz7.py build ``nn.Linear(dim, 3 * dim,
+    bias=qkv_bias)`` in both attentions): it has no bias-layout option."""
+    model = tiny_rvsa()
+    names = {n for n, _ in model.named_parameters()}
+    for i in range(4):
+        assert f'blocks.{i}.attn.qkv.bias' in names
+        assert f'blocks.{i}.attn.q_bias' not in names and f'blocks.{i}.attn.v_bias' not in names
+    assert not any(n.endswith('attn.qkv.bias') for n, _ in tiny_rvsa(
+        qkv_bias=False).named_parameters())
+    # the key third of the fused bias reaches the keys, unpadded tokens only
+    attn = window_attention_modules(model)[0]
+    randomise_projections(attn)
+    randomise_tables(attn)
+    x = torch.randn(1, 10, 12, 32)
+    with torch.no_grad():
+        got = attn(x)
+        expected = reference_window_attention(attn, x, predicted_positions(attn, x))
+        assert (got - expected).abs().max() < 2e-5
+        attn.qkv.bias[32:64] = 0
+        assert (attn(x) - got).abs().max() > 1e-3
+
+
 def test_options_are_validated():
     with pytest.raises(ValueError, match="valid: \\['b', 'base'\\]"):
         RVSA(arch='huge')

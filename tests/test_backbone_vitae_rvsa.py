@@ -1,15 +1,17 @@
 """ViTAE-NC RVSA against a direct computation of the official forward (normal cells with
-the grouped-convolution branch, q/v biases, rotated window and global attention), its
-checkpoint layouts (MAE pretraining, published fine-tuned backbones), full-size shapes
-and the frozen batch norm."""
+the grouped-convolution branch, rotated window and global attention) in both window-block
+bias layouts (separate q/v biases; one fused qkv bias with a key bias), its checkpoint
+layouts (MAE pretraining, fine-tuned backbones of either bias layout), the convolution
+branch's norm, full-size shapes and the frozen batch norm."""
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import reobench_mm  # noqa: F401  (registration)
-from reobench_mm.models.backbones.rvsa import RotatedWindowAttention
+from reobench_mm.models.backbones.rvsa import RotatedWindowAttention, project_qkv
 from reobench_mm.models.backbones.vitae_rvsa import ViTAENCRVSA
 from reobench_mm.registry import MODELS
 from test_backbone_rvsa import (predicted_positions, randomise_projections,
@@ -87,7 +89,9 @@ def reference_pcm(pcm, x, square):
 def reference_forward(model, img):
     """The official ``ViTAE_NC_Win_RVSA_V3_WSZ7.forward_features`` without its pyramid:
     patch embedding, position embedding, normal cells, the block outputs of
-    ``out_indices`` as ``B×C×H×W`` maps (no final norm)."""
+    ``out_indices`` as ``B×C×H×W`` maps (no final norm). The qkv bias of each attention
+    is read as its module holds it: ``q_bias``/``v_bias`` with a zero key bias, or the
+    fused ``qkv.bias`` (query, key and value thirds, projected before the padding)."""
     p = model.patch_embed.proj
     x = F.conv2d(img, p.weight, p.bias, stride=model.patch_size)
     B, C, H, W = x.shape
@@ -98,7 +102,7 @@ def reference_forward(model, img):
     for i, blk in enumerate(model.blocks):
         conv = reference_pcm(blk.PCM, x, square)
         a = F.layer_norm(x, (C, ), blk.norm1.weight, blk.norm1.bias, 1e-6).reshape(B, H, W, C)
-        if isinstance(blk.attn, RotatedWindowAttention):
+        if blk.window:
             a = reference_window_attention(blk.attn, a, predicted_positions(blk.attn, a))
         else:
             a = reference_global_attention(blk.attn, a)
@@ -112,12 +116,15 @@ def reference_forward(model, img):
     return outs
 
 
+@pytest.mark.parametrize('layout', ['qv', 'fused'])
 @pytest.mark.parametrize('size', [(160, 160), (112, 160)])
-def test_forward_matches_the_official_computation(size):
+def test_forward_matches_the_official_computation(size, layout):
     torch.manual_seed(0)
-    model = tiny_vitae(img_size=size).eval()
+    model = tiny_vitae(img_size=size, window_bias_layout=layout).eval()
     randomise(model)
     assert [blk.window for blk in model.blocks] == [True, True, False]
+    if layout == 'fused':  # the key third of the fused bias is random, not zero
+        assert model.blocks[0].attn.qkv.bias[32:64].abs().min() > 0
     img = torch.randn(1, 3, *size)
     with torch.no_grad():
         got = model(img)
@@ -126,35 +133,69 @@ def test_forward_matches_the_official_computation(size):
     for g, e in zip(got, expected):
         assert g.shape == e.shape == (1, 32, size[0] // 16, size[1] // 16)
         assert (g - e).abs().max() < 1e-5
-    # every part of the cell shows: without the branch or the q bias the output moves
+    # every part of the cell shows: without the branch, the global q bias or the window
+    # blocks' key bias the output moves (10×10 and 7×10 token maps are padded to 14×14:
+    # padded keys are zero, so a key bias does not cancel in the softmax)
     with torch.no_grad():
         model.blocks[0].PCM[3].bias.add_(1.0)
         assert (model(img)[0] - got[0]).abs().max() > 1e-2
         model.blocks[0].PCM[3].bias.sub_(1.0)
+        saved = model.blocks[2].attn.q_bias.clone()
         model.blocks[2].attn.q_bias.zero_()
         assert (model(img)[2] - got[2]).abs().max() > 1e-3
+        model.blocks[2].attn.q_bias.copy_(saved)
+        assert (model(img)[2] - got[2]).abs().max() < 1e-5  # restored
+        if layout == 'fused':
+            model.blocks[0].attn.qkv.bias[32:64] = 0
+            assert (model(img)[0] - got[0]).abs().max() > 1e-3
 
 
-def test_key_bias_is_zero_and_not_a_parameter():
-    model = tiny_vitae()
+@pytest.mark.parametrize('layout', ['qv', 'fused'])
+def test_bias_parameters_of_each_layout(layout):
+    """Global blocks: separate q/v biases and no key bias in both layouts; window
+    blocks: the same (``'qv'``) or one fused bias whose key third is used (``'fused'``)."""
+    model = tiny_vitae(window_bias_layout=layout)
     names = {n for n, _ in model.named_parameters()}
-    for i in range(3):
-        assert {f'blocks.{i}.attn.q_bias', f'blocks.{i}.attn.v_bias'} <= names
-        assert f'blocks.{i}.attn.qkv.bias' not in names
+    assert {'blocks.2.attn.q_bias', 'blocks.2.attn.v_bias'} <= names
+    assert 'blocks.2.attn.qkv.bias' not in names
+    for i in (0, 1):
+        assert ({f'blocks.{i}.attn.q_bias', f'blocks.{i}.attn.v_bias'} <= names) \
+            is (layout == 'qv')
+        assert (f'blocks.{i}.attn.qkv.bias' in names) is (layout == 'fused')
     attn = model.blocks[0].attn
     with torch.no_grad():
-        attn.q_bias.fill_(1.0)
-        attn.v_bias.fill_(2.0)
-        q, k, v = split_qkv(attn, torch.zeros(1, 2, 2, 32))
-    assert torch.all(q == 1) and torch.all(k == 0) and torch.all(v == 2)
+        if layout == 'qv':
+            attn.q_bias.fill_(1.0)
+            attn.v_bias.fill_(2.0)
+        else:
+            attn.qkv.bias.copy_(torch.repeat_interleave(torch.tensor([1.0, 3.0, 2.0]), 32))
+        q, k, v = project_qkv(attn, torch.zeros(1, 2, 2, 32)).split(32, dim=-1)
+    assert torch.all(q == 1) and torch.all(v == 2)
+    assert torch.all(k == (0 if layout == 'qv' else 3))
+
+
+def test_options_of_the_layout_and_the_branch_norm_are_validated():
+    with pytest.raises(ValueError, match="window_bias_layout must be one of .'qv', 'fused'."):
+        tiny_vitae(window_bias_layout='qkv')
+    with pytest.raises(ValueError, match="pcm_norm must be one of .'BatchNorm2d', "
+                                         "'SyncBatchNorm'."):
+        tiny_vitae(pcm_norm='SyncBN')
+    unbiased = tiny_vitae(qkv_bias=False, window_bias_layout='fused')
+    assert not any(n.endswith(('.attn.q_bias', '.attn.v_bias', '.attn.qkv.bias'))
+                   for n, _ in unbiased.named_parameters())
 
 
 # ------------------------------------------------------------------------- checkpoints
-def vitae_tensors(embed=32, depth=3, heads=2, grid=10, ws=7, seed=0, finetuned=False):
+def vitae_tensors(embed=32, depth=3, heads=2, grid=10, ws=7, seed=0, finetuned=False,
+                  layout='qv'):
     """Backbone tensors in the official ViTAE-NC RVSA key layout, every tensor non-zero:
     the MAE pretraining file (class token, ``pos_embed`` with a class row, no RVSA
     parameters, ``mask_token`` and a decoder) or a fine-tuned backbone (RVSA
-    parameters, built-in ``fpn1``/``fpn2`` pyramid, ``relative_position_index``)."""
+    parameters, built-in ``fpn1``/``fpn2`` pyramid, ``relative_position_index``).
+    ``layout``: the window blocks' biases, separate ``attn.q_bias``/``attn.v_bias``
+    (``'qv'``, the segmentation file and the published checkpoints) or one
+    ``attn.qkv.bias`` of query, key and value biases (``'fused'``, REOBench's detection
+    file); the global blocks have q/v biases in both."""
     gen = torch.Generator().manual_seed(seed)
     hd, hidden, groups = embed // heads, 4 * embed, embed // 4
 
@@ -189,6 +230,9 @@ def vitae_tensors(embed=32, depth=3, heads=2, grid=10, ws=7, seed=0, finetuned=F
                   p + 'PCM.1.num_batches_tracked': torch.tensor(7),
                   p + 'PCM.3.weight': rnd(embed, hidden // groups, 3, 3),
                   p + 'PCM.3.bias': rnd(embed)})
+        if layout == 'fused' and (i + 1) % 3:  # a window block of the fused layout
+            del t[p + 'attn.q_bias'], t[p + 'attn.v_bias']
+            t[p + 'attn.qkv.bias'] = rnd(3 * embed)
         if not finetuned:
             continue
         if (i + 1) % 3 == 0:
@@ -250,6 +294,147 @@ def test_published_finetuned_backbone_loads_strictly(tmp_path):
                or k.endswith('relative_position_index')}
     assert set(loaded) == set(tensors) - dropped
     assert all(torch.equal(loaded[k], tensors[k]) for k in loaded)
+
+
+def checkpoint_view(tensors, depth=3, heads=2, ws=7, out_indices=(0, 1, 2)):
+    """The model of :func:`reference_forward`, read straight from a fine-tuned file's
+    backbone tensors (no module of the package involved): which bias a block has is
+    whatever the file holds (``attn.q_bias``/``attn.v_bias``, else ``attn.qkv.bias``)."""
+    def layer(prefix, **extra):
+        return SimpleNamespace(weight=tensors[prefix + 'weight'],
+                               bias=tensors.get(prefix + 'bias'), **extra)
+
+    blocks = []
+    for i in range(depth):
+        p = f'blocks.{i}.'
+        window = (i + 1) % 3 != 0
+        attn = SimpleNamespace(num_heads=heads, window_size=ws, qkv=layer(p + 'attn.qkv.'),
+                               q_bias=tensors.get(p + 'attn.q_bias'),
+                               v_bias=tensors.get(p + 'attn.v_bias'),
+                               proj=layer(p + 'attn.proj.'),
+                               rel_pos_h=tensors[p + 'attn.rel_pos_h'],
+                               rel_pos_w=tensors[p + 'attn.rel_pos_w'])
+        if window:
+            attn.relative_position_bias_table = tensors[p + 'attn.relative_position_bias_table']
+            for name in ('offsets', 'scales', 'angles'):
+                setattr(attn, f'sampling_{name}', [None, None,
+                                                   layer(p + f'attn.sampling_{name}.2.')])
+        bn = layer(p + 'PCM.1.', running_mean=tensors[p + 'PCM.1.running_mean'],
+                   running_var=tensors[p + 'PCM.1.running_var'], eps=1e-5)
+        blocks.append(SimpleNamespace(
+            window=window, attn=attn, norm1=layer(p + 'norm1.'), norm2=layer(p + 'norm2.'),
+            PCM=[layer(p + 'PCM.0.'), bn, None, layer(p + 'PCM.3.')],
+            mlp=SimpleNamespace(fc1=layer(p + 'mlp.fc1.'), fc2=layer(p + 'mlp.fc2.'))))
+    return SimpleNamespace(patch_embed=SimpleNamespace(proj=layer('patch_embed.proj.')),
+                           pos_embed=tensors['pos_embed'], patch_size=16, blocks=blocks,
+                           out_indices=out_indices)
+
+
+def finetuned_file(tmp_path, layout):
+    """A fine-tuned Oriented R-CNN checkpoint of the given window-bias layout."""
+    tensors = vitae_tensors(finetuned=True, layout=layout, seed=3)
+    state = {'backbone.' + k: v for k, v in tensors.items()}
+    state.update({'neck.lateral_convs.0.conv.weight': torch.zeros(256, 32, 1, 1),
+                  'roi_head.bbox_head.fc_cls.weight': torch.zeros(21, 1024)})
+    path = tmp_path / f'oriented_rcnn_vitae_{layout}.pth'
+    torch.save({'state_dict': state, 'meta': {'epoch': 12}}, path)
+    return tensors, str(path)
+
+
+@pytest.mark.parametrize('layout', ['qv', 'fused'])
+def test_each_official_layout_loads_strictly_and_matches_the_direct_computation(
+        tmp_path, layout):
+    """A random fine-tuned file of each layout: no missing or unexpected key under the
+    matching ``window_bias_layout``, every tensor taken as it is, and the outputs equal
+    the official forward computed from the file's tensors (a non-zero key bias in the
+    fused layout)."""
+    tensors, path = finetuned_file(tmp_path, layout)
+    model = tiny_vitae(window_bias_layout=layout)
+    assert model.load_pretrained(path) == []
+    state = model.state_dict()
+    dropped = {k for k in tensors if k.startswith(('fpn', 'norm.'))
+               or k.endswith('relative_position_index')}
+    assert set(state) == set(tensors) - dropped
+    assert all(torch.equal(state[k], tensors[k]) for k in state)
+    view = checkpoint_view(tensors)
+    img = torch.randn(2, 3, 160, 160, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        got = model.eval()(img)
+        expected = reference_forward(view, img)
+    assert max((g - e).abs().max().item() for g, e in zip(got, expected)) <= 1e-5
+    if layout == 'fused':
+        key_bias = tensors['blocks.0.attn.qkv.bias'][32:64]
+        assert key_bias.abs().min() > 0
+        view.blocks[0].attn.qkv.bias = tensors['blocks.0.attn.qkv.bias'].clone()
+        view.blocks[0].attn.qkv.bias[32:64] = 0  # what a q/v reading of the file gives
+        with torch.no_grad():
+            without_key_bias = reference_forward(view, img)
+        assert (without_key_bias[0] - got[0]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize('layout', ['qv', 'fused'])
+def test_each_layout_is_refused_under_the_other_option(tmp_path, layout):
+    other = 'fused' if layout == 'qv' else 'qv'
+    _, path = finetuned_file(tmp_path, layout)
+    model = tiny_vitae(window_bias_layout=other)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    message = (f"window_bias_layout='{layout}' of .*has window_bias_layout='{other}'.*"
+               f"build it with window_bias_layout='{layout}'.*valid values: 'qv', 'fused'")
+    with pytest.raises(ValueError, match=message):
+        model.load_pretrained(path)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    with pytest.raises(ValueError, match=f"window_bias_layout='{layout}'"):
+        MODELS.build(dict(type='ViTAENCRVSA', arch=dict(TINY), img_size=160,
+                          out_indices=(0, 1, 2), window_bias_layout=other,
+                          init_cfg=dict(type='Pretrained', checkpoint=path))).init_weights()
+
+
+def test_pretraining_file_into_the_fused_layout(tmp_path):
+    """The MAE file has q/v biases in every block: under ``'fused'`` the window blocks'
+    ones are dropped and their fused bias starts at zero (REOBench's detection code loads
+    the file non-strictly into that layout); the global block keeps its q/v biases."""
+    tensors = vitae_tensors()
+    path = tmp_path / 'vitae-b-checkpoint-1599-transform-no-average.pth'
+    torch.save({'model': tensors}, path)
+    model = tiny_vitae(window_bias_layout='fused')
+    with torch.no_grad():
+        for i in (0, 1):
+            model.blocks[i].attn.qkv.bias.fill_(5.0)
+    allowed = model.load_pretrained(str(path))
+    assert allowed and not any('bias' in k and 'relative' not in k and 'sampling' not in k
+                               for k in allowed)
+    state = model.state_dict()
+    for i in (0, 1):
+        assert not state[f'blocks.{i}.attn.qkv.bias'].any()
+        assert torch.equal(state[f'blocks.{i}.attn.qkv.weight'],
+                           tensors[f'blocks.{i}.attn.qkv.weight'])
+    assert torch.equal(state['blocks.2.attn.q_bias'], tensors['blocks.2.attn.q_bias'])
+    assert torch.equal(state['blocks.2.attn.v_bias'], tensors['blocks.2.attn.v_bias'])
+    # a fused pretraining file does not exist; one of the 'fused' layout is refused by 'qv'
+    fused = vitae_tensors(layout='fused')
+    torch.save({'model': fused}, path)
+    with pytest.raises(ValueError, match="build it with window_bias_layout='fused'"):
+        tiny_vitae().load_pretrained(str(path))
+
+
+def test_sync_batch_norm_branch_same_layout_and_evaluation():
+    """``pcm_norm='SyncBatchNorm'`` (the official detection cells): the same keys and the
+    same outputs in evaluation; one training step runs on CPU in one process."""
+    torch.manual_seed(0)
+    plain = tiny_vitae().eval()
+    randomise(plain)
+    synced = tiny_vitae(pcm_norm='SyncBatchNorm')
+    assert type(synced.blocks[0].PCM[1]) is torch.nn.SyncBatchNorm
+    assert type(plain.blocks[0].PCM[1]) is torch.nn.BatchNorm2d
+    synced.load_state_dict(plain.state_dict(), strict=True)
+    img = torch.randn(2, 3, 160, 160)
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(plain(img), synced.eval()(img)))
+    synced.train()
+    sum(o.square().mean() for o in synced(img)).backward()
+    assert synced.blocks[0].PCM[1].weight.grad.abs().sum() > 0
+    assert not torch.equal(synced.blocks[0].PCM[1].running_mean,
+                           plain.blocks[0].PCM[1].running_mean)
 
 
 # ------------------------------------------------------------------ full size, training

@@ -1,9 +1,11 @@
 """The DIOR-R reproduction configs (``configs/reproduction/oriented-rcnn-le90_*.py``): one per
 published REOBench detection row, set as the authors' released MMRotate configs
-(lx709/REOBench: Detection/configs/DIOR/*.py). Each resolves to the authors' values
-(tables below, copied from those files), builds at tiny width and runs one training step
-and one prediction on CPU; the patch-14 pyramid and the fine-tuned checkpoint layouts
-they rely on are checked directly."""
+(lx709/REOBench: Detection/configs/DIOR/*.py) and backbone classes
+(Detection/mmrotate/models/backbones/*.py). Each resolves to the authors' values
+(tables below, copied from those files), feeds the pyramid from the blocks the authors'
+backbone class reads (checked against a direct computation), builds at tiny width and
+runs one training step and one prediction on CPU; the patch-14 pyramid and the
+fine-tuned checkpoint layouts they rely on are checked directly."""
 import argparse
 import copy
 import glob
@@ -11,12 +13,13 @@ import os.path as osp
 
 import pytest
 import torch
+import torch.nn.functional as F
 from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS, init_default_scope
 
 import reobench_mm  # noqa: F401
-from reobench_mm.models.backbones.base import sincos_pos_embed_2d
+from reobench_mm.models.backbones.base import resolve_out_indices, sincos_pos_embed_2d
 from reobench_mm.transforms.placement import corruption_position, transform_name
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -48,18 +51,29 @@ AUTHORS = {
     'georsclip-h14': ('RS5M_huge.py', 'CLIPVisionTransformer', 'ViT-H/14', 1e-4, 12, [8, 11],
                       0.0, 'RS5M_ViT-H-14.pt', 1280, STRIDES_14),
 }
-#: blocks read by the released backbone classes of the MAE models (segmentation copies of
-#: the same classes: blocks 3/5/7/11, no final norm), and our recommended choice for the
-#: CLIP towers, whose released class defers to an unreleased open_clip fork
-FEATURES = {
-    'satmae-l': ('vit24_reobench_segmentation', False),
-    'satmaepp-l': ('vit24_reobench_segmentation', False),
-    'scalemae-l': ('vit24_reobench_segmentation', False),
-    'remoteclip-b32': ('vit12', False),
-    'georsclip-b32': ('vit12', False),
-    'remoteclip-l14': ('vit24', True),
-    'georsclip-l14': ('vit24', True),
-    'georsclip-h14': ('vit32', True),
+#: What feeds the pyramid in the authors' detection backbone classes
+#: (lx709/REOBench: Detection/mmrotate/models/backbones/<file>): backbone field ->
+#: (file, trunk depth, the block each of the 4 pyramid levels reads (0-based), whether
+#: the final norm is applied). Where the paper (App. F.1: the four levels from the last
+#: layer's map) and these files differ, the files are followed.
+LAST_12, LAST_24, LAST_32 = (11, ) * 4, (23, ) * 4, (31, ) * 4
+AUTHORS_PYRAMID = {
+    # forward_features: every block, self.norm on the last block's map, that one map to
+    # fpn1..fpn4 (the config's out_indices are not read)
+    'vitae-nc-rvsa-b': ('vitae_nc_win_rvsa_v3_wsz7.py', 12, LAST_12, True),
+    # forward calls forward_features2: blocks 5, 11, 17, 23, each through self.norm
+    'satmae-l': ('SatMAE_vit_large.py', 24, (5, 11, 17, 23), True),
+    # forward calls forward_features2: index [5, 11, 17, 23] for 24 layers, each normed
+    'satmaepp-l': ('SatMAEpp_vit_large.py', 24, (5, 11, 17, 23), True),
+    # forward_features: every block, self.norm on the last map, that map to fpn1..fpn4
+    'scalemae-l': ('scale_MAE_vit_large.py', 24, LAST_24, True),
+    # forward_features: the tower's token map, self.norm, that map to fpn1..fpn4 (the
+    # branch for one map; the paper's last-layer pyramid)
+    'remoteclip-b32': ('CLIP.py', 12, LAST_12, True),
+    'georsclip-b32': ('CLIP.py', 12, LAST_12, True),
+    'remoteclip-l14': ('CLIP.py', 24, LAST_24, True),
+    'georsclip-l14': ('CLIP.py', 24, LAST_24, True),
+    'georsclip-h14': ('CLIP.py', 32, LAST_32, True),
 }
 
 
@@ -97,11 +111,23 @@ def test_reproduction_config_has_the_authors_settings(path):
     assert (backbone.type, backbone.arch, backbone.img_size) == (type_, arch, 800)
     assert backbone.drop_path_rate == drop_path
     assert backbone.init_cfg == dict(type='Pretrained', checkpoint='checkpoints/' + pretrained)
-    if type_ == 'ViTAENCRVSA':
+    # the pyramid's source: the authors' backbone class (AUTHORS_PYRAMID, named in the
+    # config's comments)
+    author_file, _, levels, normed = AUTHORS_PYRAMID[name]
+    assert f'Detection/mmrotate/models/backbones/{author_file}' in open(path).read()
+    if len(set(levels)) == 1:
         assert backbone.pyramid_source == 'last_block'
         assert 'out_indices' not in backbone and 'final_norm' not in backbone
     else:
-        assert (backbone.out_indices, backbone.final_norm) == FEATURES[name]
+        assert backbone.get('pyramid_source', 'blocks') == 'blocks'
+        assert resolve_out_indices(backbone.out_indices, 24) == levels
+        assert backbone.final_norm is normed
+    if type_ == 'ViTAENCRVSA':  # vitae_nc_win_rvsa_v3_wsz7.py: fused window biases, SyncBN
+        assert (backbone.window_bias_layout, backbone.pcm_norm) == ('fused', 'SyncBatchNorm')
+    if type_ == 'SatMAEPlusPlus':  # SatMAEpp_vit_large.py interpolates the file's table
+        assert backbone.pos_embed_resize == 'bicubic'
+    elif type_ == 'SatMAE':  # SatMAE_vit_large.py drops it, keeping the grid's sin-cos
+        assert backbone.get('pos_embed_resize', 'sincos') == 'sincos'
     if type_ == 'CLIPVisionTransformer':
         assert backbone.act_layer == 'gelu'  # open_clip.create_model(<plain name>)
     if type_ == 'ScaleMAE':
@@ -117,6 +143,8 @@ def test_reproduction_config_has_the_authors_settings(path):
     pyramid, fpn = model.neck
     assert (pyramid.type, pyramid.in_channels) == ('SimpleFeaturePyramid', channels)
     assert pyramid.patch_size == (16 if anchor_strides[1] == 7 else cfg.patch_size)
+    # CLIP.py's patch-14 fpn1 ends in a bilinear x3.5/4
+    assert pyramid.get('level0_rescale') == (3.5 / 4 if anchor_strides[1] == 7 else None)
     assert (fpn.type, fpn.in_channels, fpn.out_channels, fpn.num_outs) == \
         ('mmdet.FPN', [channels] * 4, 256, 5)
     assert model.rpn_head.anchor_generator.strides == anchor_strides
@@ -168,6 +196,68 @@ def test_reproduction_config_has_the_authors_settings(path):
     names = [transform_name(t) for t in cfg.test_dataloader.dataset.pipeline]
     for geometric in (False, True):
         assert corruption_position(names, geometric) == names.index('Resize')
+
+
+def test_vitae_window_bias_layout_of_the_reproduction_and_recommended_configs():
+    """REOBench's detection class (vitae_nc_win_rvsa_v3_wsz7.py) fuses the window blocks'
+    qkv biases; the MAE file and the published RVSA checkpoints have q/v biases, which the
+    recommended config keeps."""
+    repro = next(p for p in REPRO_CONFIGS if _backbone_of(p) == 'vitae-nc-rvsa-b')
+    recommended = osp.join(ROOT, 'configs/oriented_rcnn/'
+                           'oriented-rcnn-le90_vitae-nc-rvsa-b_sfp-fpn_1xb1-12e_dior-r-800x800.py')
+    layouts = [Config.fromfile(p).model.backbone for p in (repro, recommended)]
+    assert [b.window_bias_layout for b in layouts] == ['fused', 'qv']
+    assert [b.get('pcm_norm', 'BatchNorm2d') for b in layouts] == ['SyncBatchNorm', 'BatchNorm2d']
+
+
+def _direct_levels(backbone, image, blocks, normed):
+    """The token maps of ``blocks`` (one per level), computed block by block from the
+    backbone's own sub-modules, after the final norm if ``normed``, class token dropped."""
+    if hasattr(backbone, 'vit'):  # the timm trunks (SatMAE, SatMAE++, Scale-MAE, CLIP)
+        vit = backbone.vit
+        x = vit.norm_pre(vit._pos_embed(vit.patch_embed(image)))
+        prefix, norm = vit.num_prefix_tokens, vit.norm
+    else:  # ViTAE-NC RVSA: B×h×w×C maps, no class token
+        x = backbone.patch_embed(image)
+        x = x + backbone.position_embedding(tuple(x.shape[1:3]))
+        prefix, norm = 0, backbone.norm
+    grid = (image.shape[-2] // backbone.patch_size, image.shape[-1] // backbone.patch_size)
+    outputs = {}
+    for i, block in enumerate(backbone.blocks_list):
+        x = block(x)
+        if i in blocks:
+            t = norm(x) if normed else x
+            t = t.reshape(t.shape[0], -1, t.shape[-1])[:, prefix:]
+            outputs[i] = t.transpose(1, 2).reshape(t.shape[0], -1, *grid)
+    return [outputs[i] for i in blocks]
+
+
+@pytest.mark.parametrize('path', REPRO_CONFIGS, ids=_ids(REPRO_CONFIGS))
+def test_reproduction_backbone_feeds_the_pyramid_as_the_authors_class(path):
+    """The config's backbone at tiny width but full depth: its 4 pyramid inputs are the
+    blocks (and norm) of AUTHORS_PYRAMID, against a block-by-block computation."""
+    name = _backbone_of(path)
+    _, depth, blocks, normed = AUTHORS_PYRAMID[name]
+    cfg = Config.fromfile(path)
+    init_default_scope(cfg.default_scope)
+    backbone_cfg = copy.deepcopy(cfg.model.backbone)
+    backbone_cfg.pop('init_cfg')
+    backbone_cfg.update(arch=dict(embed_dims=TINY_CHANNELS, depth=depth, num_heads=2,
+                                  patch_size=cfg.patch_size), img_size=4 * cfg.patch_size)
+    torch.manual_seed(0)
+    backbone = MODELS.build(backbone_cfg).eval()
+    with torch.no_grad():
+        for module in backbone.modules():  # a final norm that is not the identity
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.normal_(1.0, 0.2)
+                module.bias.normal_(0.0, 0.2)
+        image = torch.randn(1, 3, 4 * cfg.patch_size, 4 * cfg.patch_size)  # 4×4 tokens
+        levels = backbone(image)
+        expected = _direct_levels(backbone, image, blocks, normed)
+    assert len(levels) == 4
+    for level, reference in zip(levels, expected):
+        assert level.shape == reference.shape
+        assert (level - reference).abs().max() < 1e-5
 
 
 def _tiny_model_cfg(cfg):
@@ -223,16 +313,35 @@ PATCH14 = [p for p in REPRO_CONFIGS if AUTHORS[_backbone_of(p)][9] is STRIDES_14
 
 @pytest.mark.parametrize('path', PATCH14, ids=_ids(PATCH14))
 def test_patch14_pyramid_has_the_authors_strides(path):
-    """An 800 px image gives 57x57 tokens of stride 14; the reproduction pyramid scales
-    them x4/x2/x1/x1/2 unresampled (228/114/57/28: strides 3.5/7/14/28.6), which the head
-    is told are strides 4/7/14/28 as in the authors' files."""
+    """An 800 px image gives 57x57 tokens of stride 14. The authors' CLIP class
+    (lx709/REOBench: Detection/mmrotate/models/backbones/CLIP.py, model names with '14')
+    builds fpn1 = ConvT, LayerNorm, GELU, ConvT, then a bilinear x3.5/4; fpn2 = ConvT;
+    fpn3 = identity; fpn4 = max-pool 2: maps of 199/114/57/28 px (strides 4.02/7.02/
+    14.04/28.57), which the head is told are strides 4/7/14/28. Compared here with those
+    layers written with the neck's weights."""
     cfg = Config.fromfile(path)
     init_default_scope(cfg.default_scope)
-    neck = MODELS.build(dict(cfg.model.neck[0], in_channels=8))
-    tokens = [torch.randn(1, 8, 800 // 14, 800 // 14) for _ in range(4)]
-    sizes = [level.shape[-1] for level in neck(tokens)]
-    assert sizes == [228, 114, 57, 28]
-    assert [round(800 / s, 2) for s in sizes] == [3.51, 7.02, 14.04, 28.57]
+    neck = MODELS.build(dict(cfg.model.neck[0], in_channels=8)).eval()
+    tokens = torch.randn(1, 8, 800 // 14, 800 // 14)
+    with torch.no_grad():
+        levels = neck([tokens] * 4)
+        up = neck.levels[0]
+        x = F.conv_transpose2d(tokens, up[0].weight, up[0].bias, stride=2)
+        x = F.layer_norm(x.permute(0, 2, 3, 1), (8, ), up[1].weight, up[1].bias,
+                         eps=1e-6).permute(0, 3, 1, 2)
+        x = F.conv_transpose2d(F.gelu(x), up[3].weight, up[3].bias, stride=2)
+        expected = [F.interpolate(x, scale_factor=3.5 / 4, mode='bilinear',
+                                  align_corners=False),
+                    F.conv_transpose2d(tokens, neck.levels[1][0].weight,
+                                       neck.levels[1][0].bias, stride=2),
+                    tokens, F.max_pool2d(tokens, 2)]
+    sizes = [level.shape[-1] for level in levels]
+    assert sizes == [199, 114, 57, 28]
+    assert [round(800 / s, 2) for s in sizes] == [4.02, 7.02, 14.04, 28.57]
+    assert all((a - b).abs().max() < 1e-5 for a, b in zip(levels, expected))
+    assert cfg.model.rpn_head.anchor_generator.strides[:4] == [4, 7, 14, 28]
+    with pytest.raises(ValueError, match='level0_rescale must be None or a positive number'):
+        MODELS.build(dict(cfg.model.neck[0], in_channels=8, level0_rescale=0))
 
 
 def _finetuned_satmae_file(tmp_path, tiny):
@@ -272,12 +381,13 @@ def _finetuned_satmae_file(tmp_path, tiny):
 @pytest.mark.parametrize('name', ['satmae-l', 'satmaepp-l'])
 def test_finetuned_satmae_layout_loads_into_the_reproduction_backbone(tmp_path, name):
     """The reproduction configs load the fMoW fine-tuned files: every encoder key is
-    taken, ``fc_norm`` becomes the final norm, the classifier is dropped and the 14x14
-    embedding is replaced by the sin-cos of the 800 px grid (as the authors' backbone
-    class, which deletes a ``pos_embed`` of another shape, ends up with)."""
+    taken, ``fc_norm`` becomes the final norm, the classifier is dropped, and the 14x14
+    embedding becomes what the authors' detection class makes of it: SatMAE's deletes a
+    ``pos_embed`` of another shape and keeps the sin-cos of the 800 px grid, SatMAE++'s
+    resamples it with MAE's ``interpolate_pos_embed`` (bicubic, no antialias)."""
     path = next(p for p in REPRO_CONFIGS if _backbone_of(p) == name)
     cfg = Config.fromfile(path)
-    tiny = dict(embed_dims=TINY_CHANNELS, depth=12, num_heads=2, patch_size=16)
+    tiny = dict(embed_dims=TINY_CHANNELS, depth=24, num_heads=2, patch_size=16)
     sd, ckpt = _finetuned_satmae_file(tmp_path, tiny)
     backbone_cfg = copy.deepcopy(cfg.model.backbone)
     backbone_cfg.update(arch=tiny, init_cfg=dict(type='Pretrained', checkpoint=ckpt))
@@ -288,9 +398,17 @@ def test_finetuned_satmae_layout_loads_into_the_reproduction_backbone(tmp_path, 
     for key in ('cls_token', 'patch_embed.proj.weight', 'blocks.11.mlp.fc2.weight'):
         assert torch.equal(state['vit.' + key], sd[key])
     assert not any(k.startswith('vit.head.') and state[k].numel() for k in state)
-    grid = sincos_pos_embed_2d(TINY_CHANNELS, (50, 50), dtype=torch.float64).float()
+    if name == 'satmae-l':
+        grid = sincos_pos_embed_2d(TINY_CHANNELS, (50, 50), dtype=torch.float64).float()
+        assert not state['vit.pos_embed'][0, 0].any()
+    else:
+        rows = sd['pos_embed'][:, 1:].reshape(1, 14, 14, TINY_CHANNELS).permute(0, 3, 1, 2)
+        grid = torch.nn.functional.interpolate(rows, size=(50, 50), mode='bicubic',
+                                               align_corners=False)
+        grid = grid.permute(0, 2, 3, 1).reshape(2500, TINY_CHANNELS)
+        assert torch.equal(state['vit.pos_embed'][0, 0], sd['pos_embed'][0, 0])
     assert torch.allclose(state['vit.pos_embed'][0, 1:], grid, atol=1e-6)
-    assert backbone.out_indices == (3, 5, 7, 11) and not backbone.final_norm
+    assert backbone.out_indices == (5, 11, 17, 23) and backbone.final_norm
     backbone.eval()
     with torch.no_grad():
         levels = backbone(torch.randn(1, 3, 64, 64))

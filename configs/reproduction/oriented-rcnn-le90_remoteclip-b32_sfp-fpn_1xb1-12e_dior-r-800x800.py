@@ -9,18 +9,17 @@ model = dict(
     backbone=dict(
         _base_.backbone,
         # GELU, no stochastic depth: the tower as the authors' CLIP class builds it
-        # (lx709/REOBench: Segmentation/mmseg/models/backbones/CLIP.py calls
-        # open_clip.create_model_and_transforms('ViT-B-32') without a pretrained tag;
-        # the MMRotate copy that RemoteCLIP_base.py names is not released)
+        # (lx709/REOBench: Detection/mmrotate/models/backbones/CLIP.py calls
+        # create_model_and_transforms('ViT-B-32') of the open_clip copy beside it,
+        # without a pretrained tag)
         act_layer='gelu',
         drop_path_rate=0.0,
-        # which blocks the authors' detector read is not recoverable: their CLIP class
-        # returns the forward_features of an open_clip fork that is not released; the
-        # recommended config's choice
-        out_indices='vit12',
-        final_norm=False),
+        # the last block through a final LayerNorm feeds all four pyramid levels, as
+        # the forward_features of that class does when the tower returns one token
+        # map, and as the paper describes (App. F.1). The class also takes one map
+        # per level; the forward of the copied tower, which decides, could not be
+        # read. It normalises with a LayerNorm of its own (eps 1e-6, starting as the
+        # identity) where this backbone applies the tower's trained ln_post.
+        pyramid_source='last_block'),
     neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
           dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])
-# the final LayerNorm (ln_post) is not used without final_norm: multi-GPU training needs
-# DDP's unused-parameter search
-find_unused_parameters = True

@@ -10,14 +10,13 @@ model = dict(
         _base_.backbone,
         init_cfg=dict(type='Pretrained', checkpoint=checkpoint),
         drop_path_rate=0.2,  # SatMAE_large.py (recommended: 0.1)
-        # blocks 3/5/7/11 of 24 without final norm, as the authors' released class of the
-        # same name returns them (lx709/REOBench:
-        # Segmentation/mmseg/models/backbones/SatMAE_vit_large.py; the MMRotate copy is
-        # not released)
-        out_indices='vit24_reobench_segmentation',
-        final_norm=False),
+        # blocks 5/11/17/23, each through the final LayerNorm, one per pyramid level, as
+        # the class of that name returns them (lx709/REOBench:
+        # Detection/mmrotate/models/backbones/SatMAE_vit_large.py, forward ->
+        # forward_features2); the paper describes a pyramid from the last layer only.
+        # That class also drops the file's 224 px pos_embed and keeps the sin-cos of the
+        # 50x50 grid: the backbone's default pos_embed_resize='sincos'.
+        out_indices='vit24',
+        final_norm=True),
     neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
           dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])
-# blocks 12-23 and the final norm then get no gradient: multi-GPU training needs DDP's
-# unused-parameter search (the authors' runs computed and ignored them likewise)
-find_unused_parameters = True

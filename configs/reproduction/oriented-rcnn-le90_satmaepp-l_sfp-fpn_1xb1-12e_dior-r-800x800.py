@@ -9,14 +9,14 @@ model = dict(
         _base_.backbone,
         init_cfg=dict(type='Pretrained', checkpoint=checkpoint),
         drop_path_rate=0.2,  # SatMAE_pp.py (recommended: 0.1)
-        # blocks 3/5/7/11 of 24 without final norm, as the authors' released SatMAE class
-        # returns them (lx709/REOBench:
-        # Segmentation/mmseg/models/backbones/SatMAEpp_vit_large.py is a copy of it; the
-        # MMRotate class SatMAEVisionTransformerpp is not released)
-        out_indices='vit24_reobench_segmentation',
-        final_norm=False),
+        # blocks 5/11/17/23 of 24, each through the final LayerNorm, one per pyramid
+        # level, as the class of that name returns them (lx709/REOBench:
+        # Detection/mmrotate/models/backbones/SatMAEpp_vit_large.py, forward ->
+        # forward_features2); the paper describes a pyramid from the last layer only.
+        out_indices='vit24',
+        final_norm=True,
+        # that class keeps the file's 224 px pos_embed and resamples it to the 50x50 grid
+        # with MAE's interpolate_pos_embed (bicubic, no antialias, class row kept)
+        pos_embed_resize='bicubic'),
     neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
           dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])
-# blocks 12-23 and the final norm then get no gradient: multi-GPU training needs DDP's
-# unused-parameter search (the authors' runs computed and ignored them likewise)
-find_unused_parameters = True

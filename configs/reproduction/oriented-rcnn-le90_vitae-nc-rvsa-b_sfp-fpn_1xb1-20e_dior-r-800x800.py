@@ -10,11 +10,20 @@ _base_ = [
 model = dict(
     # drop path 0.1 and img_size 800 (RVSA_base.py; the model base's values). The ViTAE-B
     # MAE file vitae-b-checkpoint-1599-transform-no-average.pth: RVSA_base.py comments it
-    # out, its evaluation copies (Detection/configs/DIOR/eval/RVSA_base/) name it. The
-    # MMRotate class is not released; its name and arguments are those of the published
-    # RVSA detection backbone, whose pyramid takes all four levels from the normalised last
-    # block (the out_indices=[3, 5, 7, 11] of the file do not select blocks there)
-    backbone=dict(_base_.backbone, pyramid_source='last_block'),
+    # out, its evaluation copies (Detection/configs/DIOR/eval/RVSA_base/) name it.
+    # The backbone class of that name is
+    # lx709/REOBench: Detection/mmrotate/models/backbones/vitae_nc_win_rvsa_v3_wsz7.py:
+    # - its forward_features runs every block, applies the final LayerNorm to the last
+    #   block's map and feeds that one map to all four pyramid levels (the
+    #   out_indices=[3, 5, 7, 11] of RVSA_base.py are not read): 'last_block';
+    # - the window blocks' qkv projection has one fused bias (query, key and value), the
+    #   global blocks separate q/v biases: 'fused' (the MAE file's q/v biases of the window
+    #   blocks are dropped on load and their fused bias starts at zero, as that class's
+    #   non-strict load leaves them);
+    # - the convolution branch uses SyncBatchNorm (the same as BatchNorm2d unless training
+    #   is distributed).
+    backbone=dict(_base_.backbone, pyramid_source='last_block', window_bias_layout='fused',
+                  pcm_norm='SyncBatchNorm'),
     neck=[dict(_base_.model.neck[0], **_base_.sfp_neck),
           dict(_base_.model.neck[1], in_channels=[_base_.vit_channels] * 4)])
 # 20 epochs, lr x0.1 at epochs 13 and 18 (RVSA_base.py, which keeps step=[8, 11] commented

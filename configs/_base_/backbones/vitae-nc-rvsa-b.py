@@ -7,5 +7,7 @@ checkpoint = 'checkpoints/vitae-b-checkpoint-1599-transform-no-average.pth'
 vit_channels, patch_size = 768, 16  # trunk width, patch size
 sfp_neck = dict(in_channels=vit_channels, patch_size=patch_size)
 img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
-backbone = dict(type='ViTAENCRVSA', arch='b',
+# window blocks with separate q/v biases: the layout of the MAE file and of the published
+# RVSA checkpoints ('fused' is REOBench's detection backbone, see configs/reproduction/)
+backbone = dict(type='ViTAENCRVSA', arch='b', window_bias_layout='qv',
                 init_cfg=dict(type='Pretrained', checkpoint=checkpoint))

@@ -23,7 +23,8 @@ from torch import nn
 from ...fileio import load_local_checkpoint
 
 __all__ = [
-    'OUT_INDEX_PRESETS', 'resolve_out_indices', 'DenseViTBackbone', 'load_checkpoint_file',
+    'OUT_INDEX_PRESETS', 'resolve_out_indices', 'PYRAMID_SOURCES', 'resolve_pyramid_source',
+    'DenseViTBackbone', 'load_checkpoint_file',
     'unwrap_state_dict', 'check_state_dict', 'CONVERTED_MARKER', 'resample_position_embedding',
     'sincos_pos_embed_2d'
 ]
@@ -35,6 +36,13 @@ OUT_INDEX_PRESETS: Dict[str, Tuple[int, ...]] = {
     'vit24_reobench_segmentation': (3, 5, 7, 11),  # what REOBench used for ViT-L in seg
     'vit32': (7, 15, 23, 31),  # 32-block models (ViT-H)
 }
+
+#: Where a backbone takes its 4 pyramid levels from (``pyramid_source``). ``'blocks'``:
+#: the token maps of the blocks of ``out_indices``, each after the final norm when
+#: ``final_norm`` is set; ``'last_block'``: all 4 levels are the last block's map after
+#: the final norm (ViTDet style: the simple feature pyramid rescales that one map ×4,
+#: ×2, ×1 and ×½).
+PYRAMID_SOURCES = ('blocks', 'last_block')
 
 #: ``meta['converted_by']`` of checkpoints written by
 #: ``tools/model_converters/convert_checkpoint.py``.
@@ -63,6 +71,32 @@ def resolve_out_indices(out_indices: Union[None, str, Sequence[int]],
         raise ValueError(f'out_indices must be increasing block indices in 0..{depth - 1}, '
                          f'got {tuple(out_indices)}')
     return indices
+
+
+def resolve_pyramid_source(pyramid_source: str, out_indices: Union[None, str, Sequence[int]],
+                           final_norm: Optional[bool], depth: int
+                           ) -> Tuple[Union[None, str, Sequence[int]], bool]:
+    """``(out_indices, final_norm)`` for a :data:`PYRAMID_SOURCES` choice: unchanged
+    for ``'blocks'`` (``final_norm`` None meaning False); the last block and the final
+    norm for ``'last_block'``, which takes no ``out_indices`` and needs the norm.
+
+    Raises:
+        ValueError: an unknown source, or ``'last_block'`` with ``out_indices`` or with
+            ``final_norm=False``.
+    """
+    if pyramid_source not in PYRAMID_SOURCES:
+        raise ValueError(f'pyramid_source must be one of {PYRAMID_SOURCES}, '
+                         f'got {pyramid_source!r}')
+    if pyramid_source == 'blocks':
+        return out_indices, bool(final_norm)
+    if out_indices is not None:
+        raise ValueError("pyramid_source='last_block' takes all 4 levels from the last "
+                         f'block; leave out_indices unset (got {out_indices!r}) or use '
+                         "pyramid_source='blocks'")
+    if final_norm is False:
+        raise ValueError("pyramid_source='last_block' takes the levels after the final "
+                         'norm; final_norm must be True or unset')
+    return (depth - 1, ), True
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -139,15 +173,19 @@ class DenseViTBackbone(BaseModule):
 
     Args:
         depth: number of transformer blocks (for ``out_indices`` presets).
-        out_indices: blocks whose token maps are returned (see
-            :func:`resolve_out_indices`).
-        final_norm: apply the trunk's final norm to every returned level.
+        out_indices: blocks whose token maps are returned with ``pyramid_source='blocks'``
+            (see :func:`resolve_out_indices`); must be left unset with ``'last_block'``.
+        final_norm: apply the trunk's final norm to every returned level (None: False
+            with ``'blocks'``, True, and required, with ``'last_block'``).
         frozen_stages: -1 trains everything; 0 freezes the embeddings (patch, position,
             class token and any pre-norm); ``k > 0`` also the first ``k`` blocks.
         with_cp: gradient checkpointing of the blocks while training.
         init_cfg: ``dict(type='Pretrained', checkpoint=PATH)`` loads an official or
             converted checkpoint through :meth:`load_pretrained` (checked keys,
             position embeddings interpolated to the model's grid).
+        pyramid_source: one of :data:`PYRAMID_SOURCES`: the maps of ``out_indices``
+            (``'blocks'``) or the last block's normalised map for all 4 levels
+            (``'last_block'``).
     """
 
     #: fnmatch patterns of model keys an official checkpoint does not provide.
@@ -158,10 +196,14 @@ class DenseViTBackbone(BaseModule):
     no_weight_decay_keywords: Tuple[str, ...] = ('pos_embed', 'cls_token')
 
     def __init__(self, depth: int, out_indices: Union[None, str, Sequence[int]] = None,
-                 final_norm: bool = False, frozen_stages: int = -1, with_cp: bool = False,
-                 init_cfg: Optional[dict] = None) -> None:
+                 final_norm: Optional[bool] = False, frozen_stages: int = -1,
+                 with_cp: bool = False, init_cfg: Optional[dict] = None,
+                 pyramid_source: str = 'blocks') -> None:
         super().__init__(init_cfg=init_cfg)
+        out_indices, final_norm = resolve_pyramid_source(pyramid_source, out_indices,
+                                                         final_norm, depth)
         self.depth = depth
+        self.pyramid_source = pyramid_source
         self.out_indices = resolve_out_indices(out_indices, depth)
         self.final_norm = final_norm
         if not -1 <= frozen_stages <= depth:
@@ -206,7 +248,12 @@ class DenseViTBackbone(BaseModule):
 
     # ---- shared behaviour
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        return tuple(self.forward_levels(x))
+        """The 4 pyramid inputs: the maps of ``out_indices``, or with
+        ``pyramid_source='last_block'`` the last block's normalised map 4 times."""
+        levels = tuple(self.forward_levels(x))
+        if self.pyramid_source == 'last_block':
+            return levels * 4
+        return levels
 
     @property
     def num_layers(self) -> int:

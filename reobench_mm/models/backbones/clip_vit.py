@@ -86,9 +86,11 @@ class CLIPVisionTransformer(TimmViTBackbone):
         drop_path_rate: stochastic depth, increasing linearly over the blocks.
         out_indices: output blocks; None picks ``'vit12'`` (3, 5, 7, 11) for 12 blocks,
             ``'vit24'`` (5, 11, 17, 23) for 24 and ``'vit32'`` for 32.
-        final_norm: apply ``ln_post`` to every output level.
-        frozen_stages, with_cp, init_cfg: see
-            :class:`~reobench_mm.models.backbones.base.DenseViTBackbone`.
+        final_norm: apply ``ln_post`` to every output level (None: False, or True with
+            ``pyramid_source='last_block'``).
+        frozen_stages, with_cp, init_cfg, pyramid_source: see
+            :class:`~reobench_mm.models.backbones.base.DenseViTBackbone`
+            (``'last_block'``: the last block's map after ``ln_post`` for all 4 levels).
     """
 
     arch_zoo: Dict[str, dict] = {
@@ -107,8 +109,9 @@ class CLIPVisionTransformer(TimmViTBackbone):
                  act_layer: Optional[str] = None, dynamic_img_pad: bool = False,
                  drop_path_rate: float = 0.0,
                  out_indices: Union[None, str, Sequence[int]] = None,
-                 final_norm: bool = False, frozen_stages: int = -1, with_cp: bool = False,
-                 init_cfg: Optional[dict] = None) -> None:
+                 final_norm: Optional[bool] = None, frozen_stages: int = -1,
+                 with_cp: bool = False, init_cfg: Optional[dict] = None,
+                 pyramid_source: str = 'blocks') -> None:
         settings = self.resolve_arch(arch)
         if act_layer is None:
             act_layer = settings.get('act_layer', 'quick_gelu')
@@ -120,7 +123,7 @@ class CLIPVisionTransformer(TimmViTBackbone):
             pre_norm=True, norm_eps=1e-5, act_layer=act_layer,
             dynamic_img_pad=dynamic_img_pad, drop_path_rate=drop_path_rate,
             out_indices=out_indices, final_norm=final_norm, frozen_stages=frozen_stages,
-            with_cp=with_cp, init_cfg=init_cfg)
+            with_cp=with_cp, init_cfg=init_cfg, pyramid_source=pyramid_source)
         self.arch_settings = settings
         self.act_layer = act_layer
         self.dynamic_img_pad = dynamic_img_pad

@@ -15,6 +15,10 @@ UperNet segmentation (Potsdam) and Oriented R-CNN detection (DIOR-R):
   decomposed relative position terms (unscaled query) and a Swin-style relative
   position bias (see :class:`RotatedWindowAttention`).
 
+Every qkv projection carries one fused bias (query, key and value), in the window and
+the global blocks, in the published segmentation and detection backbones alike.
+The attention modules are in :mod:`.rvsa_attention` (imported here too).
+
 Weights start from the MAE ViT-B pretraining checkpoint; its layout (timm keys) is the
 layout of this module, so :meth:`RVSA.convert_official_state_dict` only drops what the
 backbone does not have. The published fine-tuned RVSA checkpoints (MMSeg UperNet and
@@ -32,27 +36,17 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from timm.layers import DropPath, Mlp, PatchEmbed, resample_abs_pos_embed, trunc_normal_
-from timm.models.vision_transformer_sam import get_decomposed_rel_pos_bias
 from torch import nn
 
 from ...registry import MODELS
-from .base import DenseViTBackbone, resample_position_embedding
+from .base import PYRAMID_SOURCES, DenseViTBackbone, resample_position_embedding
+from .rvsa_attention import (QKV_BIAS_MODES, SAMPLING_INITS, GlobalRelPosAttention,
+                             RotatedWindowAttention, make_qkv_projection, project_qkv,
+                             window_relative_position_index)
 
 __all__ = ['RVSA', 'RVSABlock', 'RotatedWindowAttention', 'GlobalRelPosAttention',
            'window_relative_position_index', 'make_qkv_projection', 'project_qkv',
-           'SAMPLING_INITS', 'PYRAMID_SOURCES']
-
-#: Initialisations of the window blocks' offset/scale/angle predictors (1×1 convs).
-#: ``'torch_default'``: PyTorch's default ``Conv2d`` initialisation, what the published
-#: RVSA code leaves them at (its zeroing method ``_reset_parameters`` is never called);
-#: ``'zeros'``: weights and biases zero, so the transform starts as the identity.
-SAMPLING_INITS = ('torch_default', 'zeros')
-
-#: Where :class:`RVSA` takes its 4 pyramid levels from. ``'blocks'``: the blocks of
-#: ``out_indices`` (the published segmentation backbone: 3, 5, 7, 11, no final norm);
-#: ``'last_block'``: all 4 levels are the output of the last block after the final
-#: LayerNorm (the published detection backbone, ViTDet style).
-PYRAMID_SOURCES = ('blocks', 'last_block')
+           'SAMPLING_INITS', 'PYRAMID_SOURCES', 'QKV_BIAS_MODES']
 
 
 def _pair(value: Union[int, Sequence[int]]) -> Tuple[int, int]:
@@ -71,244 +65,6 @@ def _resize_rel_pos_table(table: torch.Tensor, length: int) -> torch.Tensor:
         return table
     resized = F.interpolate(table.float().t()[None], size=length, mode='linear')
     return resized[0].t().to(table.dtype)
-
-
-def make_qkv_projection(module: nn.Module, dim: int, bias: Union[bool, str]) -> None:
-    """Give ``module`` a fused ``qkv`` linear layer of ``dim → 3·dim`` and, for
-    ``bias='qv'``, the parameters ``q_bias`` and ``v_bias`` (zero-initialised); see
-    :func:`project_qkv`."""
-    if bias not in (True, False, 'qv'):
-        raise ValueError(f"qkv_bias must be True, False or 'qv', got {bias!r}")
-    module.qkv = nn.Linear(dim, dim * 3, bias=bias is True)
-    if bias == 'qv':
-        module.q_bias = nn.Parameter(torch.zeros(dim))
-        module.v_bias = nn.Parameter(torch.zeros(dim))
-    else:
-        module.q_bias = module.v_bias = None
-
-
-def project_qkv(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``x @ qkv.weightᵀ`` plus the bias of :func:`make_qkv_projection`'s mode
-    (``[q_bias, 0, v_bias]`` for ``'qv'``)."""
-    if module.q_bias is None:
-        return module.qkv(x)
-    bias = torch.cat((module.q_bias, torch.zeros_like(module.v_bias), module.v_bias))
-    return F.linear(x, module.qkv.weight, bias)
-
-
-def window_relative_position_index(window_size: int) -> torch.Tensor:
-    """Swin-style index ``(ws², ws²)`` into a ``(2·ws − 1)²``-row bias table.
-
-    Entry ``[i, j]`` for query position ``i = (r_i, c_i)`` and key position
-    ``j = (r_j, c_j)`` of a window (row-major) is ``(r_i − r_j + ws − 1)·(2·ws − 1) +
-    (c_i − c_j + ws − 1)``.
-    """
-    if window_size < 1:
-        raise ValueError(f'window_size must be >= 1, got {window_size}')
-    rows, cols = torch.meshgrid(torch.arange(window_size), torch.arange(window_size),
-                                indexing='ij')
-    rows, cols = rows.reshape(-1), cols.reshape(-1)
-    d_row = rows[:, None] - rows[None, :] + window_size - 1
-    d_col = cols[:, None] - cols[None, :] + window_size - 1
-    return d_row * (2 * window_size - 1) + d_col
-
-
-class RotatedWindowAttention(nn.Module):
-    """Multi-head window attention with rotated, scaled and shifted key/value windows.
-
-    Input and output are token maps ``B×H×W×C``. The map is zero-padded to a multiple
-    of ``window_size`` (the padding split evenly between the two sides, the extra token
-    at the bottom/right) and cropped back after the attention; ``q``, ``k``, ``v`` are
-    zero on the padding and outside the map.
-
-    **Sampling.** Per window and head, three 1×1 convolutions on
-    ``LeakyReLU(AvgPool_ws(x))`` (``x`` the padded input map) predict an offset
-    ``(t_x, t_y)``, a scale ``(s_x, s_y)`` and an angle ``θ``. Everything is in
-    ``grid_sample``'s normalised coordinates (``align_corners=True``: token ``i`` of an
-    axis of padded length ``L`` is at ``2·i/(L − 1) − 1``). With ``u = 2·(a − (ws−1)/2) /
-    (Wp − 1)`` and ``v = 2·(b − (ws−1)/2) / (Hp − 1)`` the regular window grid about the
-    window centre ``(c_x, c_y)`` (``a`` the column, ``b`` the row), the key/value
-    sampling point is::
-
-        u' = (1 + s_x)·u,  v' = (1 + s_y)·v                    (scale)
-        p_x = c_x + u'·cos θ − v'·sin θ + t_x / ⌊H / ws⌋        (rotate, shift)
-        p_y = c_y + u'·sin θ + v'·cos θ + t_y / ⌊W / ws⌋
-
-    where ``H × W`` is the *unpadded* token grid: the x offset is divided by the number
-    of whole windows along the height and the y offset by that along the width (the
-    axes cross, as in the published code). Where the published code divides by zero
-    (a side shorter than ``window_size``), the divisor is 1. Keys and values are read at
-    ``p`` with ``grid_sample(mode='bilinear', padding_mode='zeros')``; queries stay on
-    the regular window. Coordinates are computed in float32 whatever the autocast dtype.
-
-    **Logits.** For query ``i`` and sampled key ``j`` of a window, at window-grid
-    positions ``(r_i, c_i)`` and ``(r_j, c_j)``, with ``q`` *unscaled*::
-
-        logit[i, j] = (q_i·k_j)·d^-1/2 + q_i·rel_pos_h[r_i − r_j + ws − 1]
-                      + q_i·rel_pos_w[c_i − c_j + ws − 1]
-                      + relative_position_bias_table[relative_position_index[i, j], head]
-
-    (``rel_pos_h/w``: ``(2·ws − 1) × head_dim``, zero-initialised; the bias table:
-    ``(2·ws − 1)² × heads``, truncated-normal std 0.02; the index: see
-    :func:`window_relative_position_index`, a non-persistent buffer).
-
-    Args:
-        dim: channels.
-        num_heads: attention heads.
-        window_size: window side (7 in RVSA).
-        qkv_bias: bias of the qkv projection: ``True`` (one fused bias), ``'qv'``
-            (separate ``q_bias``/``v_bias``, no key bias) or ``False``.
-        sampling_init: initialisation of the predictors, one of :data:`SAMPLING_INITS`.
-    """
-
-    def __init__(self, dim: int, num_heads: int, window_size: int = 7,
-                 qkv_bias: Union[bool, str] = True,
-                 sampling_init: str = 'torch_default') -> None:
-        super().__init__()
-        if dim % num_heads:
-            raise ValueError(f'embed_dims {dim} is not divisible by num_heads {num_heads}')
-        if window_size < 1:
-            raise ValueError(f'window_size must be >= 1, got {window_size}')
-        if sampling_init not in SAMPLING_INITS:
-            raise ValueError(f'sampling_init must be one of {SAMPLING_INITS}, '
-                             f'got {sampling_init!r}')
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.window_size = window_size
-        self.scale = self.head_dim**-0.5
-        make_qkv_projection(self, dim, qkv_bias)
-        self.proj = nn.Linear(dim, dim)
-        self.sampling_offsets = self._predictor(dim, num_heads * 2)
-        self.sampling_scales = self._predictor(dim, num_heads * 2)
-        self.sampling_angles = self._predictor(dim, num_heads)
-        if sampling_init == 'zeros':
-            self.reset_sampling()
-        span = 2 * window_size - 1
-        self.rel_pos_h = nn.Parameter(torch.zeros(span, self.head_dim))
-        self.rel_pos_w = nn.Parameter(torch.zeros(span, self.head_dim))
-        self.relative_position_bias_table = nn.Parameter(torch.zeros(span * span, num_heads))
-        trunc_normal_(self.relative_position_bias_table, std=0.02)
-        self.register_buffer('relative_position_index',
-                             window_relative_position_index(window_size), persistent=False)
-
-    def _predictor(self, dim: int, out_channels: int) -> nn.Sequential:
-        return nn.Sequential(
-            nn.AvgPool2d(kernel_size=self.window_size, stride=self.window_size),
-            nn.LeakyReLU(), nn.Conv2d(dim, out_channels, kernel_size=1))
-
-    def reset_sampling(self) -> None:
-        """Zero the offset/scale/angle predictors (identity transform)."""
-        for predictor in (self.sampling_offsets, self.sampling_scales,
-                          self.sampling_angles):
-            nn.init.zeros_(predictor[-1].weight)
-            nn.init.zeros_(predictor[-1].bias)
-
-    def sampling_grid(self, x_padded: torch.Tensor, grid: Tuple[int, int]) -> torch.Tensor:
-        """Normalised ``grid_sample`` coordinates ``(B·heads, Hp, Wp, 2)`` of the keys and
-        values, laid out window by window like the padded map ``x_padded``
-        (``B×C×Hp×Wp``); ``grid`` is the unpadded token grid ``(H, W)``."""
-        B, _, Hp, Wp = x_padded.shape
-        H, W = grid
-        ws, heads = self.window_size, self.num_heads
-        nh, nw = Hp // ws, Wp // ws
-        offsets = self.sampling_offsets(x_padded).float().reshape(B, heads, 2, nh, nw)
-        scales = self.sampling_scales(x_padded).float().reshape(B, heads, 2, nh, nw)
-        angles = self.sampling_angles(x_padded).float().reshape(B, heads, nh, nw)
-        dev = x_padded.device
-        step_x, step_y = 2.0 / max(Wp - 1, 1), 2.0 / max(Hp - 1, 1)
-        rel = torch.arange(ws, device=dev, dtype=torch.float32) - (ws - 1) / 2
-        # shapes below: (B, heads, nh, ws_row, nw, ws_col)
-        u = (rel * step_x).view(1, 1, 1, 1, 1, ws) * (1 + scales[:, :, 0, :, None, :, None])
-        v = (rel * step_y).view(1, 1, 1, ws, 1, 1) * (1 + scales[:, :, 1, :, None, :, None])
-        cos = torch.cos(angles)[:, :, :, None, :, None]
-        sin = torch.sin(angles)[:, :, :, None, :, None]
-        centres = torch.arange(max(nh, nw), device=dev, dtype=torch.float32) * ws + (ws - 1) / 2
-        centre_x = (centres[:nw] * step_x - 1).view(1, 1, 1, 1, nw, 1)
-        centre_y = (centres[:nh] * step_y - 1).view(1, 1, nh, 1, 1, 1)
-        # the published convention: x offset over the windows along H, y along W
-        shift_x = offsets[:, :, 0, :, None, :, None] / max(H // ws, 1)
-        shift_y = offsets[:, :, 1, :, None, :, None] / max(W // ws, 1)
-        px = centre_x + u * cos - v * sin + shift_x
-        py = centre_y + u * sin + v * cos + shift_y
-        return torch.stack([px, py], -1).reshape(B * heads, Hp, Wp, 2)
-
-    def _windows(self, t: torch.Tensor, B: int, nh: int, nw: int) -> torch.Tensor:
-        """``(B·heads, hd, Hp, Wp)`` → ``(B·nh·nw, heads, ws², hd)``."""
-        ws = self.window_size
-        t = t.reshape(B, self.num_heads, self.head_dim, nh, ws, nw, ws)
-        return t.permute(0, 3, 5, 1, 4, 6, 2).reshape(B * nh * nw, self.num_heads, ws * ws,
-                                                      self.head_dim)
-
-    def window_bias(self, q: torch.Tensor) -> torch.Tensor:
-        """Additive logit terms ``(n, heads, ws², ws²)`` of the windows ``q`` (``n×heads×
-        ws²×hd``, unscaled): decomposed relative positions plus the bias table."""
-        n, ws = q.shape[0], self.window_size
-        rel = get_decomposed_rel_pos_bias(q.reshape(n * self.num_heads, ws * ws, self.head_dim),
-                                          self.rel_pos_h, self.rel_pos_w, (ws, ws), (ws, ws))
-        table = self.relative_position_bias_table[self.relative_position_index.reshape(-1)]
-        table = table.reshape(ws * ws, ws * ws, self.num_heads).permute(2, 0, 1)
-        return rel.reshape(n, self.num_heads, ws * ws, ws * ws) + table[None]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, H, W, C = x.shape
-        ws, heads, hd = self.window_size, self.num_heads, self.head_dim
-        pad_h, pad_w = (-H) % ws, (-W) % ws
-        top, left = pad_h // 2, pad_w // 2
-        padding = (left, pad_w - left, top, pad_h - top)
-        Hp, Wp = H + pad_h, W + pad_w
-        nh, nw = Hp // ws, Wp // ws
-
-        grid = self.sampling_grid(F.pad(x.permute(0, 3, 1, 2), padding), (H, W))
-        qkv = F.pad(project_qkv(self, x).permute(0, 3, 1, 2), padding)  # B, 3C, Hp, Wp
-        q, k, v = qkv.reshape(B, 3, heads * hd, Hp, Wp).unbind(1)
-        k, v = (F.grid_sample(t.reshape(B * heads, hd, Hp, Wp).float(), grid,
-                              mode='bilinear', padding_mode='zeros',
-                              align_corners=True).to(q.dtype) for t in (k, v))
-        q = self._windows(q.reshape(B * heads, hd, Hp, Wp), B, nh, nw)
-        bias = self.window_bias(q).to(q.dtype)
-        out = F.scaled_dot_product_attention(q, self._windows(k, B, nh, nw),
-                                             self._windows(v, B, nh, nw), attn_mask=bias,
-                                             scale=self.scale)
-        out = out.reshape(B, nh, nw, heads, ws, ws, hd).permute(0, 1, 4, 2, 5, 3, 6)
-        out = out.reshape(B, Hp, Wp, C)[:, top:top + H, left:left + W]
-        return self.proj(out)
-
-
-class GlobalRelPosAttention(nn.Module):
-    """Global multi-head attention with decomposed relative position terms.
-
-    ``q ← q·d^-1/2`` first, then ``attn = softmax(q·kᵀ + q·R_h + q·R_w)`` with the
-    *scaled* ``q``, where ``R_h[i, j] = rel_pos_h[r_i − r_j + G_h − 1]`` for query row
-    ``r_i`` and key row ``r_j`` (same along the width). The tables have ``2·G − 1`` rows
-    for the grid ``G`` of ``img_size`` (zero-initialised); another grid resamples them
-    linearly at run time (timm's ``get_rel_pos``; the published code supports only the
-    grid of ``img_size``). Input and output are token maps ``B×H×W×C``.
-    """
-
-    def __init__(self, dim: int, num_heads: int, grid_size: Tuple[int, int],
-                 qkv_bias: Union[bool, str] = True) -> None:
-        super().__init__()
-        if dim % num_heads:
-            raise ValueError(f'embed_dims {dim} is not divisible by num_heads {num_heads}')
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.scale = self.head_dim**-0.5
-        make_qkv_projection(self, dim, qkv_bias)
-        self.proj = nn.Linear(dim, dim)
-        self.rel_pos_h = nn.Parameter(torch.zeros(2 * grid_size[0] - 1, self.head_dim))
-        self.rel_pos_w = nn.Parameter(torch.zeros(2 * grid_size[1] - 1, self.head_dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, H, W, C = x.shape
-        N, heads, hd = H * W, self.num_heads, self.head_dim
-        qkv = project_qkv(self, x).reshape(B, N, 3, heads, hd)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        q = q * self.scale
-        bias = get_decomposed_rel_pos_bias(q.reshape(B * heads, N, hd), self.rel_pos_h,
-                                           self.rel_pos_w, (H, W), (H, W))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.reshape(
-            B, heads, N, N).to(q.dtype), scale=1.0)
-        return self.proj(out.transpose(1, 2).reshape(B, H, W, C))
 
 
 class RVSABlock(nn.Module):
@@ -347,7 +103,8 @@ class RVSA(DenseViTBackbone):
             position tables are laid out for (512 for Potsdam, 800 for DIOR-R); other
             sizes divisible by the patch size work (both are resampled per forward).
         in_channels: input channels.
-        qkv_bias: bias of the qkv projections.
+        qkv_bias: bias of the qkv projections (one fused bias per block here; see
+            :meth:`block_qkv_bias`).
         norm_eps: LayerNorm epsilon.
         window_size: window side of the rotated window blocks.
         global_interval: block ``i`` attends globally when ``(i + 1) % global_interval
@@ -360,9 +117,9 @@ class RVSA(DenseViTBackbone):
         final_norm: apply the final LayerNorm ``norm`` to every returned map (the module
             exists only then). Default: False with ``pyramid_source='blocks'``, True
             (and required) with ``'last_block'``.
-        pyramid_source: one of :data:`PYRAMID_SOURCES`: ``'blocks'`` (the published
-            segmentation backbone) or ``'last_block'`` (the published detection
-            backbone: 4 copies of the last block's normalised map, which the
+        pyramid_source: one of :data:`~.base.PYRAMID_SOURCES`: ``'blocks'`` (the
+            published segmentation backbone) or ``'last_block'`` (the published
+            detection backbone: 4 copies of the last block's normalised map, which the
             ``SimpleFeaturePyramid`` neck then rescales ×4, ×2, ×1, ×½).
         sampling_init: initialisation of the window predictors, one of
             :data:`SAMPLING_INITS` (default ``'torch_default'``, as the published code).
@@ -410,24 +167,12 @@ class RVSA(DenseViTBackbone):
                  with_cp: bool = False, init_cfg: Optional[dict] = None) -> None:
         cfg = self._resolve_arch(arch)
         depth = cfg['depth']
-        if pyramid_source not in PYRAMID_SOURCES:
-            raise ValueError(f'pyramid_source must be one of {PYRAMID_SOURCES}, '
-                             f'got {pyramid_source!r}')
         if sampling_init not in SAMPLING_INITS:
             raise ValueError(f'sampling_init must be one of {SAMPLING_INITS}, '
                              f'got {sampling_init!r}')
-        if pyramid_source == 'last_block':
-            if out_indices is not None:
-                raise ValueError("pyramid_source='last_block' takes all 4 levels from the "
-                                 f'last block; leave out_indices unset (got {out_indices!r}) '
-                                 "or use pyramid_source='blocks'")
-            if final_norm is False:
-                raise ValueError("pyramid_source='last_block' takes the levels after the "
-                                 'final LayerNorm; final_norm must be True or unset')
-            final_norm, out_indices = True, (depth - 1, )
-        final_norm = bool(final_norm)
-        super().__init__(depth, out_indices, final_norm, frozen_stages, with_cp, init_cfg)
-        self.pyramid_source = pyramid_source
+        super().__init__(depth, out_indices, final_norm, frozen_stages, with_cp, init_cfg,
+                         pyramid_source=pyramid_source)
+        final_norm = self.final_norm
         self.sampling_init = sampling_init
         self.arch_settings = cfg
         self.patch_size = cfg['patch_size']
@@ -464,19 +209,27 @@ class RVSA(DenseViTBackbone):
             torch.zeros(1, self.grid_size[0] * self.grid_size[1], self.embed_dims))
         rates = torch.linspace(0, drop_path_rate, depth).tolist()
         self.blocks = nn.ModuleList([
-            self.block_type(self.embed_dims, self.num_heads, cfg['mlp_ratio'],
-                            self.qkv_bias_mode(qkv_bias), norm_eps, rates[i],
-                            window=i not in global_indices, window_size=self.window_size,
-                            grid_size=self.grid_size, sampling_init=sampling_init)
+            self.make_block(i not in global_indices, rates[i], bool(qkv_bias),
+                            cfg['mlp_ratio'], norm_eps)
             for i in range(depth)
         ])
         self.norm = nn.LayerNorm(self.embed_dims, eps=norm_eps) if final_norm else None
         self._init_parameters()
 
-    @staticmethod
-    def qkv_bias_mode(qkv_bias: bool) -> Union[bool, str]:
-        """The attention modules' ``qkv_bias`` for this backbone's ``qkv_bias`` flag (a
-        fused bias here; a subclass may map it to separate q/v biases)."""
+    def make_block(self, window: bool, drop_path: float, qkv_bias: bool, mlp_ratio: float,
+                   norm_eps: float) -> nn.Module:
+        """One block of :attr:`block_type` (a window block if ``window``, else a global
+        one), its attention's bias mode from :meth:`block_qkv_bias`."""
+        return self.block_type(self.embed_dims, self.num_heads, mlp_ratio,
+                               self.block_qkv_bias(qkv_bias, window), norm_eps, drop_path,
+                               window=window, window_size=self.window_size,
+                               grid_size=self.grid_size, sampling_init=self.sampling_init)
+
+    def block_qkv_bias(self, qkv_bias: bool, window: bool) -> Union[bool, str]:
+        """The bias mode (one of :data:`~.rvsa_attention.QKV_BIAS_MODES`) of a window
+        (``window=True``) or global block's qkv projection for the backbone's
+        ``qkv_bias`` flag: one fused bias in every block here, as in the published plain
+        ViT-B RVSA files; a subclass may choose per block type."""
         return bool(qkv_bias)
 
     @classmethod
@@ -540,8 +293,6 @@ class RVSA(DenseViTBackbone):
             if i in self.out_indices:
                 out = self.norm(x) if self.norm is not None else x
                 outs.append(out.permute(0, 3, 1, 2).contiguous())
-        if self.pyramid_source == 'last_block':
-            return outs * 4  # the same normalised map feeds every pyramid level
         return outs
 
     # ---------------------------------------------------------------- checkpoints

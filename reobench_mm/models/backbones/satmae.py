@@ -128,7 +128,11 @@ class SatMAE(TimmViTBackbone):
         out_indices: blocks to output (None: 5/11/17/23 for 24 blocks; a preset name
             of ``OUT_INDEX_PRESETS`` such as ``'vit24_reobench_segmentation'``).
         final_norm: apply the final LayerNorm to every output (for fine-tuned files
-            with global pooling this is their ``fc_norm``).
+            with global pooling this is their ``fc_norm``); None: False, or True with
+            ``pyramid_source='last_block'``.
+        pyramid_source: ``'blocks'`` (the maps of ``out_indices``) or ``'last_block'``
+            (the last block's normalised map for all 4 levels); see
+            :data:`~.base.PYRAMID_SOURCES`.
         drop_path_rate, frozen_stages, with_cp, init_cfg: see
             :class:`~.timm_vit.TimmViTBackbone`.
         dynamic_img_pad: pad inputs to a multiple of the patch size.
@@ -150,10 +154,10 @@ class SatMAE(TimmViTBackbone):
 
     def __init__(self, arch: Union[str, dict] = 'l', img_size: Union[int, Tuple[int, int]] = 512,
                  in_channels: int = 3, out_indices: Union[None, str, Sequence[int]] = None,
-                 final_norm: bool = False, drop_path_rate: float = 0.0,
+                 final_norm: Optional[bool] = None, drop_path_rate: float = 0.0,
                  frozen_stages: int = -1, with_cp: bool = False,
                  dynamic_img_pad: bool = False, pos_embed_resize: str = 'sincos',
-                 init_cfg: Optional[dict] = None) -> None:
+                 init_cfg: Optional[dict] = None, pyramid_source: str = 'blocks') -> None:
         spec = resolve_vit_arch(arch, self.arch_zoo, type(self).__name__)
         if pos_embed_resize not in POS_EMBED_RESIZE_MODES:
             raise ValueError(f'{type(self).__name__}: pos_embed_resize must be one of '
@@ -170,7 +174,7 @@ class SatMAE(TimmViTBackbone):
             pos_embed_antialias=pos_embed_resize == 'bicubic_antialias',
             dynamic_img_pad=dynamic_img_pad, drop_path_rate=drop_path_rate,
             out_indices=out_indices, final_norm=final_norm, frozen_stages=frozen_stages,
-            with_cp=with_cp, init_cfg=init_cfg)
+            with_cp=with_cp, init_cfg=init_cfg, pyramid_source=pyramid_source)
         self._reset_pos_embed()
 
     def _reset_pos_embed(self) -> None:

@@ -149,7 +149,7 @@ class ScaleMAE(TimmViTBackbone):
             of Scale-MAE's ``--eval_gsd`` mode, ``r = input_res × reference / side``
             (224 in its code).
         out_indices, final_norm, drop_path_rate, frozen_stages, with_cp, init_cfg,
-            dynamic_img_pad: see :class:`~.satmae.SatMAE`.
+            dynamic_img_pad, pyramid_source: see :class:`~.satmae.SatMAE`.
     """
     arch_zoo: Dict[str, dict] = {
         'b': dict(patch_size=16, embed_dims=768, depth=12, num_heads=12, mlp_ratio=4.0),
@@ -167,9 +167,10 @@ class ScaleMAE(TimmViTBackbone):
                  in_channels: int = 3, input_res: float = 1.0,
                  gsd_reference_size: Optional[int] = None,
                  out_indices: Union[None, str, Sequence[int]] = None,
-                 final_norm: bool = False, drop_path_rate: float = 0.0,
+                 final_norm: Optional[bool] = None, drop_path_rate: float = 0.0,
                  frozen_stages: int = -1, with_cp: bool = False,
-                 dynamic_img_pad: bool = False, init_cfg: Optional[dict] = None) -> None:
+                 dynamic_img_pad: bool = False, init_cfg: Optional[dict] = None,
+                 pyramid_source: str = 'blocks') -> None:
         spec = resolve_vit_arch(arch, self.arch_zoo, type(self).__name__)
         if spec['embed_dims'] % 4:
             raise ValueError(f"ScaleMAE: embed_dims must be divisible by 4 for the 2-D "
@@ -182,7 +183,8 @@ class ScaleMAE(TimmViTBackbone):
             mlp_ratio=spec['mlp_ratio'], qkv_bias=True, class_token=True, pre_norm=False,
             norm_eps=1e-6, act_layer='gelu', dynamic_img_pad=dynamic_img_pad,
             drop_path_rate=drop_path_rate, out_indices=out_indices, final_norm=final_norm,
-            frozen_stages=frozen_stages, with_cp=with_cp, init_cfg=init_cfg)
+            frozen_stages=frozen_stages, with_cp=with_cp, init_cfg=init_cfg,
+            pyramid_source=pyramid_source)
         # The trunk's stored embedding is replaced by the computed one.
         self.vit.pos_embed = None
         self.vit.patch_embed = GSDSinCosPatchEmbed(

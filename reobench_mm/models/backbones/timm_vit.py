@@ -73,7 +73,7 @@ class TimmViTBackbone(DenseViTBackbone):
         dynamic_img_pad: pad inputs to a multiple of the patch size (else the patch
             convolution drops the remainder).
         drop_path_rate: stochastic depth, linearly increasing over the blocks.
-        out_indices, final_norm, frozen_stages, with_cp, init_cfg: see
+        out_indices, final_norm, frozen_stages, with_cp, init_cfg, pyramid_source: see
             :class:`~.base.DenseViTBackbone`.
     """
     block_prefix = 'vit.blocks.'
@@ -85,9 +85,11 @@ class TimmViTBackbone(DenseViTBackbone):
                  act_layer: str = 'gelu', pos_embed_antialias: bool = True,
                  dynamic_img_pad: bool = False, drop_path_rate: float = 0.0,
                  out_indices: Union[None, str, Sequence[int]] = None,
-                 final_norm: bool = False, frozen_stages: int = -1, with_cp: bool = False,
-                 init_cfg: Optional[dict] = None) -> None:
-        super().__init__(depth, out_indices, final_norm, frozen_stages, with_cp, init_cfg)
+                 final_norm: Optional[bool] = None, frozen_stages: int = -1,
+                 with_cp: bool = False, init_cfg: Optional[dict] = None,
+                 pyramid_source: str = 'blocks') -> None:
+        super().__init__(depth, out_indices, final_norm, frozen_stages, with_cp, init_cfg,
+                         pyramid_source=pyramid_source)
         if act_layer not in ('gelu', 'quick_gelu'):
             raise ValueError(f"act_layer must be 'gelu' or 'quick_gelu', got {act_layer!r}")
         self.patch_size, self.embed_dims = patch_size, embed_dims

@@ -14,7 +14,7 @@ from torch import nn
 
 from ...registry import MODELS
 
-__all__ = ['SimpleFeaturePyramid', 'pyramid_scales']
+__all__ = ['SimpleFeaturePyramid', 'BilinearRescale', 'pyramid_scales']
 
 TARGET_STRIDES = (4, 8, 16, 32)
 
@@ -43,6 +43,21 @@ def _upsampler(channels: int, factor: int) -> nn.Module:
     return nn.Sequential(*layers)
 
 
+class BilinearRescale(nn.Module):
+    """``F.interpolate(x, scale_factor=factor, mode='bilinear', align_corners=False)``
+    (output side ``floor(factor · side)``); no parameters."""
+
+    def __init__(self, factor: float) -> None:
+        super().__init__()
+        self.factor = float(factor)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.interpolate(x, scale_factor=self.factor, mode='bilinear', align_corners=False)
+
+    def extra_repr(self) -> str:
+        return f'factor={self.factor}'
+
+
 @MODELS.register_module()
 class SimpleFeaturePyramid(BaseModule):
     """Rescale the ``B×C×h×w`` maps of a plain ViT (one per level) to strides 4/8/16/32.
@@ -63,15 +78,26 @@ class SimpleFeaturePyramid(BaseModule):
         in_channels: channels of the backbone maps (its ``embed_dims``).
         patch_size: the backbone's patch size (stride of its maps).
         num_levels: number of input maps, one per output level (4).
+        level0_rescale: None, or a factor by which level 0 is rescaled bilinearly after
+            its upsampling (:class:`BilinearRescale`, appended to ``levels[0]``; no
+            weights, so checkpoints are unchanged). REOBench's patch-14 CLIP detection
+            backbone uses 3.5 / 4: stride-14 tokens ×4, then ×0.875, about stride 4
+            (57 tokens → 228 → 199 at 800 px).
         init_cfg: MMEngine init config.
     """
 
     def __init__(self, in_channels: int, patch_size: int = 16, num_levels: int = 4,
+                 level0_rescale: Optional[float] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg=init_cfg)
         if num_levels != len(TARGET_STRIDES):
             raise ValueError(f'num_levels must be {len(TARGET_STRIDES)} (strides '
                              f'{TARGET_STRIDES}), got {num_levels}')
+        if level0_rescale is not None and (isinstance(level0_rescale, bool)
+                                           or not isinstance(level0_rescale, (int, float))
+                                           or not level0_rescale > 0):
+            raise ValueError(f'level0_rescale must be None or a positive number (e.g. 3.5 / 4 '
+                             f'for stride-14 tokens), got {level0_rescale!r}')
         self.in_channels, self.patch_size = in_channels, patch_size
         self.working_stride, self.scales = pyramid_scales(patch_size)
         self.levels = nn.ModuleList()
@@ -83,6 +109,11 @@ class SimpleFeaturePyramid(BaseModule):
             else:
                 factor = int(round(1 / scale))
                 self.levels.append(nn.MaxPool2d(kernel_size=factor, stride=factor))
+        self.level0_rescale = level0_rescale
+        if level0_rescale is not None:
+            first = self.levels[0]
+            layers = list(first) if isinstance(first, nn.Sequential) else [first]
+            self.levels[0] = nn.Sequential(*layers, BilinearRescale(level0_rescale))
         self._resize_logged = False
 
     def _to_working_grid(self, x: torch.Tensor) -> torch.Tensor:
