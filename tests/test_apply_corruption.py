@@ -361,3 +361,26 @@ def test_corruption_options_reach_the_engine():
                        ([('scale', {})], 'must map corruption names')):
         with pytest.raises(ValueError, match=match):
             ApplyCorruption('haze', 3, corruption_options=bad)
+
+
+@pytest.mark.parametrize('corruption', ['haze', 'gaussian_noise', 'translate'])
+@pytest.mark.parametrize('image', ['missing', None, 'tensor'])
+def test_a_step_before_image_loading_says_where_it_belongs(corruption, image):
+    """Placed before LoadImageFromFile (no image yet) or after the image became a tensor,
+    the step says that it needs a loaded numpy image and belongs right after loading
+    (it gave a bare KeyError: 'img')."""
+    results = dict(img_path='/data/x/tile_7.png', sample_idx=0)
+    if image == 'tensor':
+        results['img'] = torch.zeros(3, 8, 8)
+    elif image is None:
+        results['img'] = None
+    step = ApplyCorruption(corruption, 2)
+    with pytest.raises(RuntimeError) as error:
+        step(results)
+    message = str(error.value)
+    for part in ('loaded image', 'right after', 'LoadImageFromFile', corruption):
+        assert part in message, (part, message)
+    if image == 'tensor':
+        assert 'numpy array' in message and 'Tensor' in message, message
+    # a clean step stays a no-op wherever it is
+    assert ApplyCorruption('clean', 0)(dict(results))['corruption'] == 'clean'

@@ -6,6 +6,8 @@ moved by geometric corruptions, unknown names, tiling on large images, and a mat
 of dtypes, band counts, tiny images, memory layouts and bad arguments over every
 corruption of both protocols.
 """
+import warnings
+
 import cv2
 import numpy as np
 import pytest
@@ -109,12 +111,12 @@ def test_negative_floats_point_at_normalisation():
 def test_float_max_value_keeps_dtype_and_range(dtype):
     image = _image((10, 9, 2), dtype, full=10000.0)
     for name in ('haze', 'gaussian_noise', 'salt_pepper_noise', 'cloud'):
-        out = corrupt(image, name, 5, max_value=10000)
+        out = corrupt(image, name, 5, max_value=10000, key='tile')
         assert out.dtype == dtype and out.shape == image.shape
         assert out.min() >= 0 and out.max() <= 10000 and out.max() > 1
     # awkward scales never round above max_value: the result is valid input again
     image = _image((10, 9, 2), dtype, full=0.1)
-    out = corrupt(image, 'salt_pepper_noise', 5, max_value=0.1)
+    out = corrupt(image, 'salt_pepper_noise', 5, max_value=0.1, key='tile')
     assert out.max() <= dtype(0.1)
     corrupt(out, 'haze', 1, max_value=0.1)
 
@@ -178,10 +180,11 @@ def test_bad_seeds_are_rejected_everywhere(bad):
 
 def test_integer_seed_types_agree_and_one_is_not_one_point_seven():
     image = _image()
-    reference = corrupt(image, 'gaussian_noise', 2, seed=1)
-    np.testing.assert_array_equal(corrupt(image, 'gaussian_noise', 2, seed=np.int64(1)),
-                                  reference)
-    assert not np.array_equal(corrupt(image, 'gaussian_noise', 2, seed=2), reference)
+    reference = corrupt(image, 'gaussian_noise', 2, seed=1, key='tile')
+    np.testing.assert_array_equal(corrupt(image, 'gaussian_noise', 2, seed=np.int64(1),
+                                          key='tile'), reference)
+    assert not np.array_equal(corrupt(image, 'gaussian_noise', 2, seed=2, key='tile'),
+                              reference)
 
 
 def test_make_rng_checks_the_severity():
@@ -601,7 +604,7 @@ def test_matrix_read_only_input_works_and_is_never_modified(protocol, name, dtyp
         assert out.flags.writeable and not np.shares_memory(out, frozen)
     np.testing.assert_array_equal(frozen, image)
     if name in GEOMETRIC:
-        moved, transform = corrupt_geometric(frozen, name, 3)
+        moved, transform = corrupt_geometric(frozen, name, 3, key='tile')
         assert moved.flags.writeable and transform.source_shape == (10, 12)
 
 
@@ -657,3 +660,184 @@ def test_matrix_unknown_names_and_options():
         corrupt(image, 'haze', 1, severity_level=3)
     with pytest.raises(ValueError, match='border must be one of'):
         corrupt_geometric(image, 'rotate', 0, border='wrap')
+
+
+# ================================= integer full scales, extreme float scales, byte order
+@pytest.mark.parametrize('max_value', [4095.5, 0.5, 65534.9, 255.0000001])
+@pytest.mark.parametrize('severity', [0, 3])
+def test_fractional_max_value_on_uint16_is_refused(max_value, severity):
+    """A uint16 holds whole numbers, so its full scale is one: a fractional max_value
+    would let results round above it (4095.5 gave 4096). Refused, with the value as
+    given; a whole number written as a float is accepted and gives the same result."""
+    image = np.full((8, 8, 3), 0, np.uint16)
+    with pytest.raises(ValueError) as error:
+        _run(image, 'reobench', 'gaussian_noise', severity, max_value=max_value)
+    message = str(error.value)
+    assert 'whole number' in message and repr(max_value) in message, message
+    assert 'uint16' in message and '4095' in message  # what to set instead
+    with pytest.raises(ValueError, match='whole number'):
+        full_scale(np.uint16, max_value)
+    with pytest.raises(ValueError, match='whole number'):
+        check_image(image, max_value)
+
+
+@pytest.mark.parametrize('protocol,name', ALL)
+def test_uint16_results_never_exceed_max_value(protocol, name):
+    image = _image((20, 18, 3), np.uint16, full=4095)
+    image[:4] = 4095  # at full scale: noise and salt push values upwards
+    for severity in (1, 5):
+        out = _run(image, protocol, name, severity, max_value=4095)
+        assert out.dtype == np.uint16 and out.max() <= 4095, (severity, out.max())
+        np.testing.assert_array_equal(
+            _run(image, protocol, name, severity, max_value=4095.0), out)
+        np.testing.assert_array_equal(
+            _run(image, protocol, name, severity, max_value=np.uint16(4095)), out)
+
+
+@pytest.mark.parametrize('dtype,max_value,shown', [
+    (np.uint8, 255.0000001, '255.0000001'),
+    (np.uint8, 256, 'max_value=256'),
+    (np.uint16, 65535.00001, '65535.00001'),
+    (np.float16, 65505.0, '65505.0'),
+    (np.float32, 3.4028235e38, '3.4028235e+38'),
+])
+def test_max_value_errors_show_the_value_as_given(dtype, max_value, shown):
+    image = np.zeros((4, 4, 3), dtype)
+    with pytest.raises(ValueError) as error:
+        corrupt(image, 'haze', 1, max_value=max_value)
+    assert shown in str(error.value), str(error.value)
+    if dtype == np.float32:  # and the largest value, exactly: not "at most 3.40282e+38"
+        assert repr(float(np.finfo(np.float32).max)) in str(error.value)
+
+
+def test_value_errors_show_the_values_found_exactly():
+    image = np.full((4, 4, 3), 0.5)
+    image[1, 1, 1] = 1.0000000001
+    with pytest.raises(ValueError, match=r'found values in \[0\.5, 1\.0000000001\]'):
+        corrupt(image, 'haze', 1)
+    with pytest.raises(ValueError, match=r'values up to 4096, above max_value=4095\.0'):
+        corrupt(np.full((4, 4), 4096, np.uint16), 'haze', 1, max_value=4095.0)
+
+
+FLOAT64_MAX = float(np.finfo(np.float64).max)
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+@pytest.mark.parametrize('dtype,scale', [
+    (np.float64, FLOAT64_MAX), (np.float64, 1e308), (np.float64, 1e200), (np.float64, 1e39),
+    (np.float64, 2.0**127), (np.float64, 1e-39), (np.float64, 1e-200), (np.float64, 1e-308),
+    (np.float64, 5e-324), (np.float32, FLOAT32_MAX), (np.float32, 1e38),
+    (np.float32, 1e-38), (np.float32, 1e-44)],
+    ids=lambda v: np.dtype(v).name if isinstance(v, type) else repr(v))
+def test_float_scales_near_the_ends_of_the_float_range(dtype, scale):
+    """Full scales that float32 cannot hold (or whose reciprocal it cannot) are divided in
+    float64: the result is the one of the image divided by its scale, times the scale;
+    finite, within [0, max_value], and without numpy warnings (it was all NaN)."""
+    unit = _image((10, 9, 3), np.float64)
+    image = np.minimum((unit * scale).astype(dtype), dtype(scale))
+    image[0, 0, 0] = dtype(scale)  # the largest value the image may hold
+    divided = image.astype(np.float64) / scale
+    for protocol, name in ALL:
+        with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            out = _run(image, protocol, name, 3, max_value=scale)
+        assert out.dtype == image.dtype and out.shape == image.shape
+        assert np.all(np.isfinite(out)) and out.min() >= 0 and out.max() <= dtype(scale), name
+        expected = np.minimum(_run(divided, protocol, name, 3) * scale, scale).astype(dtype)
+        np.testing.assert_array_equal(out, expected, err_msg=name)
+
+
+NON_NATIVE = [np.dtype(d).newbyteorder('S') for d in ('uint16', 'float16', 'float32', 'float64')]
+
+
+@pytest.mark.parametrize('dtype', NON_NATIVE, ids=lambda d: d.str)
+def test_non_native_byte_order_is_converted_and_kept(dtype):
+    """Big-endian arrays on a little-endian machine (and the reverse) are corrupted as
+    their native twin and returned in the caller's byte order."""
+    native = dtype.newbyteorder('=')
+    max_value = 4095 if native == np.uint16 else None
+    twin = _image((11, 9, 3), native, full=4095 if max_value else None)
+    image = twin.astype(dtype)
+    assert image.dtype == dtype and image.dtype != twin.dtype
+    assert check_image(image, max_value) == full_scale(native, max_value)
+    for protocol, name in ALL:
+        for severity in (0, 3):
+            out = _run(image, protocol, name, severity, max_value=max_value)
+            assert out.dtype == dtype, (name, out.dtype)
+            np.testing.assert_array_equal(
+                out, _run(twin, protocol, name, severity, max_value=max_value), err_msg=name)
+    moved, transform = corrupt_geometric(image, 'translate', 2, key='k', max_value=max_value)
+    assert moved.dtype == dtype
+    np.testing.assert_array_equal(
+        moved, corrupt_geometric(twin, 'translate', 2, key='k', max_value=max_value)[0])
+    back = from_float(to_float(image, max_value), image, max_value)
+    assert back.dtype == dtype
+
+
+@pytest.mark.parametrize('dtype', ['>i4', '<i4', '>f8', '>u2'])
+def test_label_maps_of_any_byte_order_keep_it(dtype):
+    labels = _labels((23, 19), np.dtype(dtype))
+    for transform in _transforms():
+        moved = transform.warp_label_map(labels, 7)
+        assert moved.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(moved, transform.warp_label_map(
+            labels.astype(np.dtype(dtype).newbyteorder('=')), 7))
+
+
+def test_unsupported_dtypes_in_either_byte_order_name_the_dtype():
+    swapped = np.dtype('int32').newbyteorder('S')
+    with pytest.raises(TypeError, match=r'unsupported dtype int32 .*valid: uint8, uint16'):
+        corrupt(np.zeros((4, 4), swapped), 'haze', 1)
+
+
+# =========================================================================== sample keys
+RANDOM = [(p, n) for p, n in ALL if get_corruption(n, p).stochastic]
+DRAW_FREE = [(p, n) for p, n in ALL if not get_corruption(n, p).stochastic]
+
+
+def test_the_registry_says_which_corruptions_draw_random_numbers():
+    assert {n for _, n in RANDOM} == STOCHASTIC
+    assert len(RANDOM) == len(STOCHASTIC) and DRAW_FREE
+
+
+@pytest.mark.parametrize('protocol,name', RANDOM)
+def test_a_random_corruption_without_a_key_is_an_error(protocol, name):
+    """Without a key every image got the same noise field, stripes or shift; now the
+    call says to pass the sample's key. Severity 0 draws nothing and needs none."""
+    image = _image((16, 14, 3))
+    for severity in range(1, 6):
+        with pytest.raises(ValueError) as error:
+            corrupt(image, name, severity, protocol=protocol)
+        message = str(error.value)
+        assert name in message and 'key=' in message and 'file name' in message, message
+    np.testing.assert_array_equal(corrupt(image, name, 0, protocol=protocol), image)
+    if get_corruption(name, protocol).moves_labels:
+        with pytest.raises(ValueError, match='key='):
+            corrupt_geometric(image, name, 2, protocol=protocol)
+    # with keys, two images get different draws
+    other = _image((16, 14, 3), seed=5)
+    noise = [corrupt(im, name, 4, protocol=protocol, key=k).astype(float) - im
+             for im, k in ((image, 'a.png'), (other, 'b.png'))]
+    assert not np.array_equal(*noise)
+
+
+class _NoDraws:
+    """Stands in for the generator: any use is a failure."""
+
+    def __getattr__(self, attribute):
+        raise AssertionError(f'a draw-free corruption used the generator ({attribute})')
+
+
+@pytest.mark.parametrize('protocol,name', DRAW_FREE)
+def test_corruptions_that_draw_nothing_need_no_key(protocol, name):
+    image = _image((16, 14, 3))
+    for severity in (1, 5):
+        np.testing.assert_array_equal(corrupt(image, name, severity, protocol=protocol),
+                                      corrupt(image, name, severity, protocol=protocol,
+                                              key='tile.png'))
+    spec = get_corruption(name, protocol)
+    options = {'border': 'reflect'} if spec.moves_labels else {}
+    for func in (spec.func, spec.uint8_func):
+        if func is not None:  # neither path touches the generator
+            func(image if func is spec.uint8_func else to_float(image),
+                 spec.parameter_for(3), _NoDraws(), **options)

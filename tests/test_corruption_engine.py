@@ -84,9 +84,9 @@ def test_contract_any_band_count_and_dtype(protocol, name, bands, dtype):
 def test_contract_severity_zero_is_identity_and_tiny_images_work(protocol, name):
     image = _image((8, 8, 3))
     np.testing.assert_array_equal(corrupt(image, name, 0, protocol=protocol), image)
-    assert corrupt(image, name, 5, protocol=protocol).shape == (8, 8, 3)
+    assert corrupt(image, name, 5, protocol=protocol, key='tile').shape == (8, 8, 3)
     gray = image[..., 0]
-    assert corrupt(gray, name, 2, protocol=protocol).shape == (8, 8)
+    assert corrupt(gray, name, 2, protocol=protocol, key='tile').shape == (8, 8)
 
 
 def test_uint16_max_value_scales_the_range():
@@ -164,7 +164,7 @@ def test_gaussian_noise_sigma():
 def test_salt_pepper_fraction():
     image = np.full((256, 256, 3), 128, np.uint8)
     for severity, amount in enumerate((0.005, 0.01, 0.02, 0.03, 0.05), start=1):
-        out = corrupt(image, 'salt_pepper_noise', severity)
+        out = corrupt(image, 'salt_pepper_noise', severity, key='grey')
         salt, pepper = np.mean(out == 255), np.mean(out == 0)
         assert salt + pepper == pytest.approx(amount, rel=0.1)
         assert salt == pytest.approx(pepper, rel=0.25)
@@ -207,7 +207,7 @@ def test_cloud_shadow_cover_within_two_percent():
         assert np.mean(opacity > 0) == pytest.approx(coverage, abs=0.02)
         assert opacity.max() == pytest.approx(1.0) and shadow.max() <= 1.0
     dark = corrupt(np.zeros((64, 64, 3), np.float32), 'cloud_shadow', 3,
-                   protocol='geofm_calibration')
+                   protocol='geofm_calibration', key='dark')
     assert np.mean(dark > 0) == pytest.approx(0.6, abs=0.03)
 
 

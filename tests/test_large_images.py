@@ -41,3 +41,22 @@ def test_peak_memory_is_bounded(images, monkeypatch, protocol, name, dtype):
     assert result.shape == image.shape
     assert peak <= TARGET_RATIO * image.nbytes, \
         f'{name}: peak {peak / image.nbytes:.2f}x the image bytes'
+
+
+@pytest.mark.parametrize('protocol,name', [('reobench', 'haze'), ('reobench', 'gaussian_noise'),
+                                           ('geofm_calibration', 'cloud_shadow')])
+def test_peak_memory_is_bounded_at_full_scales_float32_cannot_hold(images, monkeypatch,
+                                                                  protocol, name):
+    """A float32 image with max_value=1e38 is divided and multiplied back in float64,
+    a row tile at a time: within the same bound."""
+    monkeypatch.setattr(engine_base, 'TILE_ELEMENTS', 1 << 14)
+    image = images['float32'] * np.float32(1e38)
+    tracemalloc.start()
+    try:
+        result = corrupt(image, name, 3, protocol=protocol, key='large', max_value=1e38)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.dtype == np.float32 and np.isfinite(result).all()
+    assert peak <= TARGET_RATIO * image.nbytes, \
+        f'{name}: peak {peak / image.nbytes:.2f}x the image bytes'

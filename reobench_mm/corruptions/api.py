@@ -7,7 +7,8 @@ import numpy as np
 
 from .appearance import check_bands
 from .base import (_scaled_float32, as_bands, check_image, check_max_value, check_seed,
-                   check_severity, from_float, get_corruption, make_rng, sample_key)
+                   check_severity, from_float, get_corruption, list_corruptions, make_rng,
+                   sample_key)
 from .geometric import GeometricTransform, check_border, check_canvas, identity_transform
 
 __all__ = ['corrupt', 'corrupt_geometric']
@@ -23,7 +24,7 @@ def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: 
         raise TypeError(f'{name} got unknown options {sorted(unknown)}; '
                         f'valid: {list(spec.options) or "none"}')
     seed = check_seed(seed)
-    max_value = check_max_value(max_value)
+    check_max_value(max_value)  # kept as given: messages show the caller's value
     sample_key(key)  # a bad key is an error at every severity
     bands = as_bands(image)
     scale = check_image(bands, max_value)
@@ -35,12 +36,27 @@ def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: 
         check_canvas(options['canvas'])
     if severity == 0:
         return spec, None
+    _check_key(spec, severity, key)
     rng = make_rng(seed, f'{protocol}/{name}', severity, key)
     parameter = spec.parameter_for(severity)
     if spec.uint8_func is not None and bands.dtype == np.uint8:
         # kernels may hand the array to OpenCV or reshape it: give them C order
         return spec, spec.uint8_func(np.ascontiguousarray(bands), parameter, rng, **options)
     return spec, spec.func(_scaled_float32(bands, scale), parameter, rng, **options)
+
+
+def _check_key(spec, severity: int, key) -> None:
+    """Refuse ``key=None`` for a corruption that draws random numbers: every image would
+    get the same draws (the same noise field, stripes, cloud or shift)."""
+    if key is None and spec.stochastic:
+        draw_free = [n for n in list_corruptions(spec.protocol)
+                     if not get_corruption(n, spec.protocol).stochastic]
+        raise ValueError(
+            f'{spec.name!r} (severity {severity}) draws random numbers and needs the '
+            "sample's key: pass key= with a value stable for each image, e.g. its file "
+            "name (key='tile_042.png') or its index in the dataset (key=42). Without a key "
+            'every image would get the same random draws. Severity 0 and the corruptions '
+            f'that draw nothing ({", ".join(draw_free)}) need no key.')
 
 
 def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
@@ -50,18 +66,23 @@ def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
 
     Args:
         image: ``H×W`` or ``H×W×C`` array (any band count, any memory layout; never
-            modified), ``uint8``, ``uint16``, ``float16``, ``float32`` or ``float64``.
-            Values must lie in [0, full scale] (see ``max_value``).
+            modified), ``uint8``, ``uint16``, ``float16``, ``float32`` or ``float64``,
+            in either byte order (the result has the input's). Values must lie in
+            [0, full scale] (see ``max_value``).
         name: a corruption of ``protocol`` (see :func:`list_corruptions`).
         severity: an integer 0..5; 0 returns an unchanged copy (after the same checks).
         seed: global seed, an integer >= 0. Together with ``name``, ``severity`` and
             ``key`` it fixes every random draw.
-        key: the sample's stable key (its path, or its index).
+        key: the sample's stable key (its file name, or its index), a ``str`` or
+            ``int``. Required (not None) at severities 1..5 of the corruptions that
+            draw random numbers (``get_corruption(name).stochastic``: noise, stripes,
+            clouds, shifts), so that different images get different draws; the
+            others, and severity 0, take None.
         protocol: ``'reobench'`` or ``'geofm_calibration'``.
-        max_value: the images' full scale: for ``uint16`` default 65535 (at most
-            65535, e.g. 4095 for 12-bit data); for float images default 1.0 (e.g. 255
-            for ``LoadImageFromFile(to_float32=True)``); ``uint8`` is always 255
-            (None or 255 only).
+        max_value: the images' full scale: for ``uint16`` default 65535 (a whole
+            number in 1..65535, e.g. 4095 for 12-bit data); for float images default
+            1.0 (e.g. 255 for ``LoadImageFromFile(to_float32=True)``; any finite value
+            > 0 up to the dtype's largest); ``uint8`` is always 255 (None or 255 only).
         **options: the corruption's own options (e.g. ``channel_order`` for
             ``compression_artifacts``, ``border`` for geometric ones, ``canvas`` for
             ``scale``, ``bands`` for ``cloud_shadow``); anything else is an error.
@@ -78,8 +99,9 @@ def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
             suggests close names, and lists the valid ones).
         TypeError: an unknown option, a non-array image, an unsupported dtype
             (int32, int64, bool, ...), a key that is neither str nor int.
-        ValueError: a bad protocol, severity, seed or ``max_value``, a bad shape, or
-            values outside [0, full scale] / NaN / inf (see :func:`check_image`).
+        ValueError: a bad protocol, severity, seed or ``max_value``, a bad shape,
+            values outside [0, full scale] / NaN / inf (see :func:`check_image`), or
+            no key for a corruption that draws random numbers.
     """
     spec, result = _run(image, name, severity, seed, key, protocol, max_value, options)
     if result is None:

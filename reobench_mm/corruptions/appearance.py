@@ -4,7 +4,7 @@ calibration study's cloud + shadow, Poisson-Gaussian noise and wide motion blur.
 Every function takes an ``H×W×C`` float32 image in [0, 1], the severity's table
 value and a generator, and returns a new float32 image of the same shape (clipping
 is done by the caller); the input is not modified. Tables and algorithms:
-``shared/spec/corruptions.md``.
+``docs/corruptions.md``.
 
 Memory: kernels whose formula would hold several full-size temporaries work in row
 tiles (:func:`~reobench_mm.corruptions.base.row_tiles`), drawing random numbers in
@@ -17,7 +17,6 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
-from scipy.special import ndtr
 
 from .base import (_scaled_float32, from_float, register_corruption, register_uint8_kernel,
                    row_tiles, to_float)
@@ -61,7 +60,7 @@ def _pointwise_uint8_kernel(float_func: Callable) -> Callable:
 
 
 @register_corruption('gaussian_noise', 'reobench', 'sensor', 'σ on [0, 1]',
-                     (0.04, 0.05, 0.06, 0.07, 0.08))
+                     (0.04, 0.05, 0.06, 0.07, 0.08), stochastic=True)
 def gaussian_noise(image: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
     # image + σ·z, computed in the noise's own buffer (one full-size allocation)
     noise = rng.standard_normal(image.shape, dtype=np.float32)
@@ -82,6 +81,7 @@ def rounded_gaussian_alias_table(scale: float) -> Tuple[int, np.ndarray, np.ndar
     picks bin ``u >> (32 − index_bits)``; its low bits below ``thresholds[bin]`` give
     ``values[bin]``, otherwise ``aliases[bin]``. Probabilities are exact to 2⁻²⁴.
     """
+    from scipy.special import ndtr  # here: importing the engine does not import scipy
     half = max(1, int(np.ceil(NOISE_TRUNCATION_SIGMAS * scale)))
     offsets = np.arange(-half, half + 1)
     probabilities = ndtr((offsets + 0.5) / scale) - ndtr((offsets - 0.5) / scale)
@@ -154,7 +154,7 @@ def salt_pepper_draws(shape, amount: float, rng: np.random.Generator
 
 
 @register_corruption('salt_pepper_noise', 'reobench', 'sensor', 'fraction of elements',
-                     (0.005, 0.01, 0.02, 0.03, 0.05))
+                     (0.005, 0.01, 0.02, 0.03, 0.05), stochastic=True)
 def salt_pepper_noise(image: np.ndarray, amount: float, rng: np.random.Generator) -> np.ndarray:
     return _salt_pepper(image, amount, rng, 1.0)
 
@@ -319,7 +319,7 @@ def _data_gap_rows(height: int, width: int, stripes: int, stripe_width: float,
 
 
 @register_corruption('data_gaps', 'reobench', 'sensor', 'stripes n / width w px',
-                     ((2, 3), (3, 4), (4, 5), (5, 6), (6, 7)))
+                     ((2, 3), (3, 4), (4, 5), (5, 6), (6, 7)), stochastic=True)
 def data_gaps(image: np.ndarray, stripes_and_width, rng: np.random.Generator) -> np.ndarray:
     """Zero the pixels in the stripes of :func:`data_gap_mask` (in row tiles: the
     float64 phase of a whole large image would be 8 bytes per pixel)."""
@@ -384,7 +384,7 @@ def _cloud_clear_weight(height: int, width: int, density: float, rng: np.random.
 
 
 @register_corruption('cloud', 'reobench', 'environmental', 'density d (threshold 1 − d)',
-                     (0.10, 0.15, 0.20, 0.25, 0.30))
+                     (0.10, 0.15, 0.20, 0.25, 0.30), stochastic=True)
 def cloud(image: np.ndarray, density: float, rng: np.random.Generator) -> np.ndarray:
     weight = _cloud_clear_weight(image.shape[0], image.shape[1], density, rng)
     # x·(1 − m) + 0.9·m computed as (x − 0.9)·(1 − m) + 0.9: three in-place passes
@@ -545,7 +545,7 @@ def _cloud_shadow_blend(image: np.ndarray, opacity: np.ndarray, shadow: np.ndarr
 
 @register_corruption('cloud_shadow', 'geofm_calibration', 'environmental',
                      'fraction of pixels under cloud', (0.2, 0.4, 0.6, 0.8, 1.0),
-                     options=('bands', ))
+                     options=('bands', ), stochastic=True)
 def cloud_shadow(image: np.ndarray, coverage: float, rng: np.random.Generator,
                  bands: Optional[Sequence[int]] = None) -> np.ndarray:
     """Ground darkened under the shadow, then the cloud blended over it (row tiles).
@@ -600,7 +600,8 @@ _EXACT_FLOAT32_COUNTS = 2**24
 
 @register_corruption('poisson_gaussian_noise', 'geofm_calibration', 'sensor',
                      'photon scale η / read noise σ',
-                     ((200, 0.005), (100, 0.01), (50, 0.02), (25, 0.03), (12, 0.05)))
+                     ((200, 0.005), (100, 0.01), (50, 0.02), (25, 0.03), (12, 0.05)),
+                     stochastic=True)
 def poisson_gaussian_noise(image: np.ndarray, eta_and_sigma, rng: np.random.Generator
                            ) -> np.ndarray:
     """``Poisson(η·x) / η + σ·z``, in float64, rounded to float32.

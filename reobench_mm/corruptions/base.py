@@ -7,13 +7,20 @@ Value contract (checked by :func:`check_image`, applied by :func:`to_float` and
 its *full scale* (see :func:`full_scale`):
 
 - ``uint8``: always 255; ``max_value`` must be None or 255.
-- ``uint16``: ``max_value`` (default 65535), which must lie in (0, 65535].
-- ``float16/32/64``: ``max_value`` (default 1.0); results keep the float dtype and lie
-  in [0, ``max_value``]. Floats in 0..255 (``LoadImageFromFile(to_float32=True)``)
-  need ``max_value=255``.
+- ``uint16``: ``max_value`` (default 65535), a whole number in 1..65535 (a uint16 holds
+  whole numbers only: with a fractional full scale results could round above it).
+- ``float16/32/64``: ``max_value`` (default 1.0), any finite value > 0 up to the
+  dtype's largest; results keep the float dtype and lie in [0, ``max_value``]. Floats
+  in 0..255 (``LoadImageFromFile(to_float32=True)``) need ``max_value=255``. Full scales
+  outside :data:`FLOAT32_SCALES` (near the ends of the float range) are divided in
+  float64 before the float32 working copy is made.
+
+Arrays in the other byte order (e.g. big-endian ``>u2`` on a little-endian machine) are
+read as their native twin, and results are returned in the caller's byte order.
 
 Values above the full scale, negative values and NaN/inf are errors (ValueError),
 never clipped silently; other dtypes (int32, int64, bool, ...) are a TypeError.
+Errors show the values as they were given (``repr``), never rounded for display.
 """
 from __future__ import annotations
 
@@ -32,7 +39,8 @@ __all__ = [
     'register_uint8_kernel', 'UINT8_RELATIONS', 'as_bands', 'get_corruption',
     'list_corruptions', 'resolve_corruptions', 'make_rng', 'to_float', 'from_float',
     'check_severity', 'check_protocol', 'check_seed', 'check_max_value', 'check_image',
-    'full_scale', 'sample_key', 'SUPPORTED_DTYPES', 'TILE_ELEMENTS', 'row_tiles'
+    'full_scale', 'sample_key', 'SUPPORTED_DTYPES', 'FLOAT32_SCALES', 'TILE_ELEMENTS',
+    'row_tiles'
 ]
 
 PROTOCOLS = ('reobench', 'geofm_calibration')
@@ -60,6 +68,9 @@ class CorruptionSpec:
             rounding (see :data:`UINT8_RELATIONS`).
         uint8_relation: ``'identical'``, ``'within_one_level'`` or
             ``'same_distribution'``; None without a kernel.
+        stochastic: whether it draws random numbers (noise, stripes, clouds, shifts):
+            then every call at severity 1..5 needs the sample's key (``corrupt`` refuses
+            ``key=None``). The others are a function of the image alone.
     """
     name: str
     protocol: str
@@ -71,6 +82,7 @@ class CorruptionSpec:
     options: Tuple[str, ...] = ()
     uint8_func: Optional[Callable] = None
     uint8_relation: Optional[str] = None
+    stochastic: bool = False
 
     def parameter_for(self, severity: int):
         """The table value for ``severity`` (1..5)."""
@@ -82,8 +94,10 @@ _REGISTRY: Dict[Tuple[str, str], CorruptionSpec] = {}
 
 
 def register_corruption(name: str, protocol: str, category: str, parameter: str,
-                        severities: Sequence, options: Sequence[str] = ()) -> Callable:
-    """Decorator registering ``func`` as corruption ``name`` of ``protocol``."""
+                        severities: Sequence, options: Sequence[str] = (),
+                        stochastic: bool = False) -> Callable:
+    """Decorator registering ``func`` as corruption ``name`` of ``protocol``;
+    ``stochastic`` says whether it draws from its generator (see :class:`CorruptionSpec`)."""
     check_protocol(protocol)
     if category not in CATEGORIES:
         raise ValueError(f'unknown category {category!r}; valid: {CATEGORIES}')
@@ -95,7 +109,8 @@ def register_corruption(name: str, protocol: str, category: str, parameter: str,
         if key in _REGISTRY:
             raise KeyError(f'corruption {name!r} is already registered for {protocol!r}')
         _REGISTRY[key] = CorruptionSpec(name, protocol, category, parameter, tuple(severities),
-                                        category == 'geometric', func, tuple(options))
+                                        category == 'geometric', func, tuple(options),
+                                        stochastic=bool(stochastic))
         return func
 
     return wrap
@@ -256,6 +271,13 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
+def _as_given(value) -> str:
+    """``value`` for an error message, exactly as the caller gave it: ``repr`` of Python
+    numbers (``255.0000001``, not ``255``), ``str`` of numpy scalars (``4095.5``, not
+    ``np.float32(4095.5)``)."""
+    return str(value) if isinstance(value, np.generic) else repr(value)
+
+
 def check_max_value(max_value) -> Optional[float]:
     """Validate a full scale: None (the dtype's default) or a finite real number > 0.
 
@@ -270,12 +292,12 @@ def check_max_value(max_value) -> Optional[float]:
         return None
     if isinstance(max_value, (bool, np.bool_)) or not isinstance(max_value, numbers.Real):
         raise ValueError(f'max_value must be None or a finite number > 0 (the full scale '
-                         f'of the images), got {max_value!r} of type '
+                         f'of the images), got {_as_given(max_value)} of type '
                          f'{type(max_value).__name__}')
     value = float(max_value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f'max_value must be None or a finite number > 0 (the full scale '
-                         f'of the images), got {max_value!r}')
+                         f'of the images), got {_as_given(max_value)}')
     return value
 
 
@@ -322,90 +344,136 @@ def as_bands(image: np.ndarray) -> np.ndarray:
 
 SUPPORTED_DTYPES = ('uint8', 'uint16', 'float16', 'float32', 'float64')
 
+# Full scales for which the float32 working copy is made in float32 (``x · (1/scale)``):
+# float32 holds the scale, its reciprocal and every value down to 2⁻²⁴ of the scale as
+# normal numbers. Outside (float32/float64 images only), ``x / scale`` is computed in
+# float64 and then rounded to float32, and the result is scaled back in float64.
+FLOAT32_SCALES = (2.0**-100, 2.0**126)
+
+
+def _native(dtype: np.dtype) -> np.dtype:
+    """``dtype`` in this machine's byte order (the same dtype when it has none)."""
+    return dtype.newbyteorder('=') if dtype.byteorder not in ('=', '|') else dtype
+
+
+def _describe_dtype(dtype: np.dtype) -> str:
+    """A dtype's name, with its byte order when that is not the machine's."""
+    if dtype.byteorder not in ('=', '|'):
+        order = 'big' if dtype.byteorder == '>' else 'little'
+        return f'{dtype.name} ({dtype.str}, {order}-endian)'
+    return str(dtype)
+
 
 def full_scale(dtype, max_value: Optional[float] = None) -> float:
     """The value that maps to 1.0 for images of ``dtype`` (see the module's table).
+    ``dtype`` may be in either byte order.
 
     Raises:
         TypeError: ``dtype`` is not one of :data:`SUPPORTED_DTYPES`.
         ValueError: ``max_value`` is invalid (see :func:`check_max_value`), is not
-            None/255 for uint8, exceeds 65535 for uint16, or exceeds the largest
-            finite value of a float dtype.
+            None/255 for uint8, is not a whole number in 1..65535 for uint16, or
+            exceeds the largest finite value of a float dtype. Messages show
+            ``max_value`` as given.
     """
-    dtype = np.dtype(dtype)
-    max_value = check_max_value(max_value)
+    given = np.dtype(dtype)
+    dtype = _native(given)
+    value = check_max_value(max_value)
     if dtype == np.uint8:
-        if max_value not in (None, 255.0):
+        if value not in (None, 255.0):
             raise ValueError(f'uint8 images always have full scale 255, got max_value='
-                             f'{max_value:g}; leave max_value unset (None) or 255 for uint8 '
-                             'images (max_value is for uint16 and float images)')
+                             f'{_as_given(max_value)}; leave max_value unset (None) or 255 '
+                             'for uint8 images (max_value is for uint16 and float images)')
         return 255.0
     if dtype == np.uint16:
-        if max_value is None:
+        if value is None:
             return 65535.0
-        if max_value > 65535:
+        if value > 65535:
             raise ValueError(f'max_value for uint16 images must be in (0, 65535] (a uint16 '
-                             f'holds at most 65535), got {max_value:g}; set it to the '
-                             'sensor\'s full scale, e.g. 4095 for 12-bit data')
-        return max_value
+                             f'holds at most 65535), got {_as_given(max_value)}; set it to '
+                             "the sensor's full scale, e.g. 4095 for 12-bit data")
+        if not value.is_integer():
+            raise ValueError(f'max_value for uint16 images must be a whole number in '
+                             f'1..65535 (a uint16 holds whole numbers only, so results '
+                             f'would round above a fractional full scale), got '
+                             f"{_as_given(max_value)}; set it to the sensor's full scale, "
+                             'the largest value it can record, e.g. 4095 for 12-bit data')
+        return value
     if dtype.kind == 'f' and dtype.name in SUPPORTED_DTYPES:
-        if max_value is None:
+        if value is None:
             return 1.0
         largest = float(np.finfo(dtype).max)
-        if max_value > largest:
-            raise ValueError(f'max_value for {dtype.name} images must be at most {largest:g} '
-                             f'(the largest {dtype.name}), got {max_value:g}')
-        return max_value
-    raise TypeError(f'unsupported dtype {dtype}; valid: {", ".join(SUPPORTED_DTYPES)}')
+        if value > largest:
+            raise ValueError(f'max_value for {dtype.name} images must be at most {largest!r} '
+                             f'(the largest {dtype.name}), got {_as_given(max_value)}')
+        return value
+    raise TypeError(f'unsupported dtype {_describe_dtype(given)}; valid: '
+                    f'{", ".join(SUPPORTED_DTYPES)} (in either byte order)')
 
 
 def check_image(image: np.ndarray, max_value: Optional[float] = None) -> float:
     """Check that ``image`` can be corrupted and return its full scale.
 
-    ``image`` must be an ``H×W`` or ``H×W×C`` numpy array of a supported dtype whose
-    values lie in [0, full scale]: float images must be finite, and neither uint16
-    nor float values may exceed ``max_value`` (nothing is clipped silently). Costs
-    one pass over uint16 images with ``max_value`` < 65535 and two (min, max) over
-    float images; none over uint8 images.
+    ``image`` must be an ``H×W`` or ``H×W×C`` numpy array of a supported dtype (either
+    byte order) whose values lie in [0, full scale]: float images must be finite, and
+    neither uint16 nor float values may exceed ``max_value`` (nothing is clipped
+    silently). Costs one pass over uint16 images with ``max_value`` < 65535 and two
+    (min, max) over float images; none over uint8 images.
 
     Raises:
         TypeError: not a numpy array, or an unsupported dtype.
         ValueError: a bad shape, a bad ``max_value`` for the dtype, or values out of
-            range; the message names the values found, the full scale in force and
-            what to change.
+            range; the message names the values found, the full scale in force (as
+            given) and what to change.
     """
     bands = as_bands(image)
     scale = full_scale(bands.dtype, max_value)
-    if bands.dtype == np.uint8 or bands.size == 0:
+    dtype = _native(bands.dtype)
+    shown = f'{scale:g}' if max_value is None else _as_given(max_value)
+    if dtype == np.uint8 or bands.size == 0:
         return scale
-    if bands.dtype == np.uint16:
+    if dtype == np.uint16:
         if scale < 65535:
             largest = int(bands.max())
             if largest > scale:
                 raise ValueError(
                     f'the uint16 image has values up to {largest}, above max_value='
-                    f'{scale:g} (the full scale in force); they would be clipped. Set '
+                    f'{shown} (the full scale in force); they would be clipped. Set '
                     f"max_value to the sensor's full scale (the largest value it can "
                     f'record, at least {largest}), or leave it unset for 65535')
         return scale
-    low, high = float(np.min(bands)), float(np.max(bands))
-    if math.isnan(low) or math.isnan(high):
+    low, high = np.min(bands), np.max(bands)
+    if np.isnan(low) or np.isnan(high):
         raise ValueError('float images must be finite (no NaN or inf); found NaN')
-    if math.isinf(low) or math.isinf(high):
+    if np.isinf(low) or np.isinf(high):
         raise ValueError('float images must be finite (no NaN or inf); found inf')
-    limit = float(bands.dtype.type(scale))  # the full scale as the dtype holds it
+    limit = float(dtype.type(scale))  # the full scale as the dtype holds it
     if low < 0 or high > limit:
+        found = f'[{dtype.type(low)}, {dtype.type(high)}]'  # each exactly, in its dtype
         raise ValueError(
-            f'float images must lie in [0, max_value] = [0, {scale:g}] (max_value is the '
-            f'full scale, 1.0 unless set); found values in [{low:g}, {high:g}]. Floats in '
+            f'float images must lie in [0, max_value] = [0, {shown}] (max_value is the '
+            f'full scale, 1.0 unless set); found values in {found}. Floats in '
             '0..255 (e.g. LoadImageFromFile(to_float32=True)) need max_value=255; '
             'negative values mean the corruption runs after normalisation: put it before '
             'Normalize / the data preprocessor')
     return scale
 
 
+def _float32_holds(scale: float) -> bool:
+    """Whether the full scale lies in :data:`FLOAT32_SCALES`."""
+    return FLOAT32_SCALES[0] <= scale <= FLOAT32_SCALES[1]
+
+
 def _scaled_float32(bands: np.ndarray, scale: float) -> np.ndarray:
     """A new C-contiguous float32 copy of checked ``bands`` divided by ``scale``."""
+    if not _float32_holds(scale):
+        # float32 cannot hold the scale (or its reciprocal, or the values): divide in
+        # float64, a row tile at a time (bounded memory), then round to float32
+        out = np.empty(bands.shape, np.float32)
+        for start, stop in row_tiles(bands.shape[0], bands[0].size):
+            tile = bands[start:stop].astype(np.float64)
+            tile /= scale
+            out[start:stop] = tile
+        return out
     out = bands.astype(np.float32, order='C')
     if bands.dtype.kind == 'u' or scale != 1.0:
         out *= np.float32(1.0 / scale)  # in place: one allocation per conversion
@@ -427,32 +495,39 @@ def to_float(image: np.ndarray, max_value: Optional[float] = None) -> np.ndarray
 
 def from_float(image: np.ndarray, like: np.ndarray,
                max_value: Optional[float] = None) -> np.ndarray:
-    """Back to the dtype and shape of ``like``: clip to [0, 1], multiply by the full
-    scale (see :func:`full_scale`); integer dtypes are rounded to nearest, float
-    dtypes keep their values (in [0, full scale]).
+    """Back to the dtype (byte order included) and shape of ``like``: clip to [0, 1],
+    multiply by the full scale (see :func:`full_scale`); integer dtypes are rounded to
+    nearest, float dtypes keep their values (in [0, full scale]).
 
     ``image`` is a float32 scratch array of the engine and is modified in place.
     """
     scale = full_scale(like.dtype, max_value)
+    dtype = _native(like.dtype)
     np.clip(image, 0.0, 1.0, out=image)
-    if like.dtype == np.uint8:
+    if dtype == np.uint8:
         image *= np.float32(255)
         out = np.rint(image, out=image).astype(np.uint8)
-    elif like.dtype == np.uint16:
+    elif dtype == np.uint16:
         image *= np.float32(scale)
         out = np.rint(image, out=image).astype(np.uint16)
     elif scale == 1.0:
-        out = image.astype(like.dtype, copy=False)
+        out = image.astype(dtype, copy=False)
     else:
-        if like.dtype == np.float64:
+        if dtype == np.float64:
             out = image.astype(np.float64)
             out *= scale
+        elif not _float32_holds(scale):  # float32 cannot hold the scale: float64 tiles
+            out = np.empty(image.shape, dtype)
+            for start, stop in row_tiles(image.shape[0], image[0].size):
+                tile = image[start:stop].astype(np.float64)
+                tile *= scale
+                out[start:stop] = tile
         else:
             image *= np.float32(scale)
-            out = image.astype(like.dtype, copy=False)
+            out = image.astype(dtype, copy=False)
         # never above the full scale as ``like``'s dtype holds it (rounding of the scale)
-        np.minimum(out, like.dtype.type(scale), out=out)
-    return out.reshape(like.shape)
+        np.minimum(out, dtype.type(scale), out=out)
+    return out.astype(like.dtype, copy=False).reshape(like.shape)
 
 
 # Kernels that would otherwise hold several full-size temporaries work in row tiles of

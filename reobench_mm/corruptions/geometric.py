@@ -307,7 +307,7 @@ def scale(image: np.ndarray, ratio: float, rng: np.random.Generator, border: str
 
 
 @register_corruption('translate', 'reobench', 'geometric', 'shift t px', (15, 20, 25, 30, 35),
-                     options=('border', ))
+                     options=('border', ), stochastic=True)
 def translate(image: np.ndarray, shift: int, rng: np.random.Generator,
               border: str = 'reflect'):
     """Shift by (±t, ±t), signs drawn at random (always diagonal)."""

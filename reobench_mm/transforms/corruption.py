@@ -81,7 +81,8 @@ class ApplyCorruption(BaseTransform):
 
     Required Keys:
 
-    - img
+    - img (a numpy array: the step runs after image loading and before the image
+      becomes a tensor; without one it is an error that says where the step belongs)
     - img_path or sample_idx (the sample's random key: the image's file name, else its
       index; a sample with neither is an error, since every sample would then get the
       same random draws)
@@ -212,14 +213,27 @@ class ApplyCorruption(BaseTransform):
 
     def check_sample(self, results: dict) -> None:
         """Refuse a sample this corruption cannot be applied to correctly (see the class
-        docstring): no sample key, an image resized before this step, or (geometric
-        corruptions) labels that are still to be loaded or that cannot be moved."""
+        docstring): no loaded image (the step runs before image loading, or after the
+        image became a tensor), no sample key, an image resized before this step, or
+        (geometric corruptions) labels that are still to be loaded or that cannot be
+        moved."""
+        image = results.get('img')
+        if not isinstance(image, np.ndarray):
+            found = ('the sample has no image yet (no img key)' if 'img' not in results
+                     else 'the sample\'s img is None' if image is None
+                     else f'the sample\'s img is a {type(image).__module__}.'
+                          f'{type(image).__name__}, not a numpy array')
+            raise RuntimeError(
+                f'{self._what()} needs a loaded image as a numpy array, but {found}. It '
+                'belongs right after image loading: put it right after LoadImageFromFile '
+                '(after LoadAnnotations for geometric corruptions), before any resizing, '
+                'normalisation or conversion to tensors; CorruptionTestLoop, tools/test.py '
+                'and the robustness sweep place it there.')
         if self.sample_key(results) is None:
             raise RuntimeError(
                 f'{self._what()}: the sample has neither img_path nor sample_idx, which key '
                 'its random draws; without a key every sample would get the same noise. '
                 "Datasets provide both; for arrays, set results['sample_idx'].")
-        image = results['img']
         original = results.get('ori_shape')
         factor = results.get('scale_factor')
         resized = original is not None and tuple(image.shape[:2]) != tuple(original[:2])
