@@ -29,6 +29,7 @@ import pickle
 import stat
 import tempfile
 import threading
+import zipfile
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple
 
@@ -36,11 +37,13 @@ import numpy as np
 import torch
 from mmengine.logging import HistoryBuffer
 
+from .errors import CheckpointError, UnsafeCheckpointError
+
 __all__ = ['atomic_open', 'atomic_write_text', 'atomic_write_bytes', 'dump_json_atomic',
            'file_sha256', 'read_json', 'finite_or_none', 'json_round_trip', 'nan_to_null',
            'current_umask',
            'new_file_mode', 'TRUST_ENV_VAR', 'MMENGINE_CHECKPOINT_GLOBALS',
-           'allow_checkpoint_globals', 'load_local_checkpoint']
+           'allow_checkpoint_globals', 'load_local_checkpoint', 'check_checkpoint_file']
 
 #: Permission bits a plain ``open(path, 'w')`` requests before the umask is applied.
 DEFAULT_FILE_MODE = 0o666
@@ -128,9 +131,12 @@ def atomic_open(path: str, mode: str = 'w', encoding: Optional[str] = None,
             _set_mode(handle.fileno(), tmp, new_file_mode(path))
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         if osp.exists(tmp):
             os.remove(tmp)
+        if isinstance(error, OSError) and error.filename is None and error.errno:
+            # a failed write (a full disk, a quota) names no file by itself: name it
+            raise OSError(error.errno, error.strerror or str(error), path) from error
         raise
 
 
@@ -260,31 +266,82 @@ def allow_checkpoint_globals(objects: Iterable[Any]) -> None:
     _extra_globals.extend(objects)
 
 
+_ZIP_MAGIC = b'PK'
+_PICKLE_PROTOCOL_OPCODE = b'\x80'
+
+
+def _one_line(error: BaseException, limit: int = 300) -> str:
+    text = ' '.join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[:limit] + ' ...'
+
+
+def check_checkpoint_file(path: str) -> int:
+    """Refuse a local file that cannot be a checkpoint before it is unpickled: missing,
+    empty, a zip archive without its end record (truncated), or neither the zip archive
+    ``torch.save`` writes nor a legacy torch pickle. Returns its size in bytes.
+
+    Raises:
+        FileNotFoundError: no such file.
+        CheckpointError: the file named, with what is wrong.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'checkpoint {path!r} does not exist')
+    size = osp.getsize(path)
+    if size == 0:
+        raise CheckpointError(f'the checkpoint {path!r} is empty (0 bytes): an interrupted '
+                              'download or copy? Fetch or save it again')
+    with open(path, 'rb') as handle:
+        head = handle.read(8)
+    if head.startswith(_ZIP_MAGIC):
+        if not zipfile.is_zipfile(path):
+            raise CheckpointError(
+                f'the checkpoint {path!r} is truncated or corrupt: it starts as the zip '
+                f'archive torch.save writes but has no end-of-archive record ({size} bytes; '
+                'was a download or copy cut short?)')
+    elif not head.startswith(_PICKLE_PROTOCOL_OPCODE):
+        raise CheckpointError(
+            f'{path!r} is not a checkpoint: torch.save writes a zip archive (before torch '
+            f'1.6 a pickle), and this file starts with {head!r}')
+    return size
+
+
 def load_local_checkpoint(filename: str, map_location: Optional[Any] = None,
                           extra_globals: Iterable[Any] = ()) -> Any:
     """Load a local checkpoint with ``weights_only=True`` and MMEngine's types allowed
-    (plus ``extra_globals`` for this call, in ``add_safe_globals`` form).
+    (plus ``extra_globals`` for this call, in ``add_safe_globals`` form), after
+    :func:`check_checkpoint_file`. Every local checkpoint read goes through here:
+    MMEngine's ``load_from``, ``resume`` and ``init_cfg=dict(type='Pretrained')``, the
+    tools, the converters and the backbones' loaders.
 
     Raises:
         FileNotFoundError: ``filename`` does not exist.
-        pickle.UnpicklingError: the file holds an object outside the allow-list; the
-            message names it and says how to allow it.
+        CheckpointError: the file is empty, truncated or corrupt, or not a checkpoint
+            (named, with what is wrong).
+        UnsafeCheckpointError: (a ``CheckpointError`` and a ``pickle.UnpicklingError``)
+            the file holds an object outside the allow-list; the message names it and
+            says how to allow it.
     """
     filename = osp.expanduser(filename)
-    if not osp.isfile(filename):
-        raise FileNotFoundError(f'checkpoint {filename} can not be found')
-    if os.environ.get(TRUST_ENV_VAR, '0') == '1':
-        return torch.load(filename, map_location=map_location, weights_only=False)
+    size = check_checkpoint_file(filename)
+    trusted = os.environ.get(TRUST_ENV_VAR, '0') == '1'
     allowed = MMENGINE_CHECKPOINT_GLOBALS + _extra_globals + list(extra_globals)
     with torch.serialization.safe_globals(allowed):
         try:
-            return torch.load(filename, map_location=map_location, weights_only=True)
+            return torch.load(filename, map_location=map_location, weights_only=not trusted)
         except pickle.UnpicklingError as err:
-            raise pickle.UnpicklingError(
+            if trusted:
+                raise CheckpointError(f'cannot read the checkpoint {filename!r}: '
+                                      f'{_one_line(err)}') from err
+            raise UnsafeCheckpointError(
                 f'checkpoint {filename} holds objects that the weights-only unpickler '
                 f'does not allow ({_unpickler_reason(err)}). If you trust the file, '
                 'allow them with reobench_mm.engine.allow_checkpoint_globals([...]) or set '
                 f'{TRUST_ENV_VAR}=1.') from err
+        except (RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, TypeError,
+                AttributeError, zipfile.BadZipFile) as error:
+            raise CheckpointError(
+                f'cannot read the checkpoint {filename!r} ({size} bytes; truncated or '
+                f'corrupt?): {type(error).__name__}: {_one_line(error)}') from error
 
 
 def _unpickler_reason(error: pickle.UnpicklingError) -> str:

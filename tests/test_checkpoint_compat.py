@@ -104,5 +104,5 @@ def test_trusted_files_load_unrestricted_on_request(tmp_path, monkeypatch):
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match='can not be found'):
+    with pytest.raises(FileNotFoundError, match='does not exist'):
         compat.load_local_checkpoint(str(tmp_path / 'nope.pth'))

@@ -9,7 +9,8 @@ import os.path as osp
 import pytest
 import torch
 
-import reobench_mm  # noqa: F401  (registration)
+import reobench_mm  # noqa: F401
+from reobench_mm.utils.cli import run_tool
 from conftest import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, free_port,
                       run_tools_together, train_checkpoint)
 from reobench_mm.robustness.plan import (parse_shard, select_corruptions, select_severities,
@@ -285,12 +286,12 @@ def test_two_shards_merged_equal_one_full_run(full_sweep, seg_model, tmp_path, c
         assert ('clean' in manifest['conditions']) == (i == 0)
     merge = _load_tool(MERGE_TOOL)
     # one shard alone is not a sweep
-    assert merge.main([shard_dirs[1], '--out', str(tmp_path / 'partial')]) == 2
+    assert run_tool(merge.main, [shard_dirs[1], '--out', str(tmp_path / 'partial')]) == 2
     assert 'shards [0] of 2 have no manifest' in capsys.readouterr().err
     assert not osp.exists(tmp_path / 'partial' / 'results.json')
 
     out = str(tmp_path / 'merged')
-    assert merge.main([*shard_dirs, '--out', out]) == 0
+    assert run_tool(merge.main, [*shard_dirs, '--out', out]) == 0
     assert REPORT_FILES <= set(os.listdir(out))
     for name in ('results.json', 'results.csv', 'report.md'):
         with open(osp.join(out, name), 'rb') as a, \

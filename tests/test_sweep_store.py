@@ -15,7 +15,8 @@ from glob import glob
 import cv2
 import pytest
 
-import reobench_mm  # noqa: F401  (registration)
+import reobench_mm  # noqa: F401
+from reobench_mm.utils.cli import run_tool
 import reobench_mm.analysis.report as report_module
 import reobench_mm.robustness.store as sweep_module
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
@@ -148,7 +149,7 @@ def test_merge_refuses_malformed_files_and_manifests(reference, small_data, chec
     assert outcome.evaluated == [] and outcome.manifest
     merge = _load_tool(MERGE_TOOL)
     out = str(tmp_path / 'merged')
-    assert merge.main([work_dir, '--out', out, '--no-plots']) == 0
+    assert run_tool(merge.main, [work_dir, '--out', out, '--no-plots']) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[-2].split() == ['Clean', 'Haze', 'Avg', 'ΔTP']  # the table comes last
     assert printed[-1].split()[0] == 'mIoU'
@@ -157,7 +158,7 @@ def test_merge_refuses_malformed_files_and_manifests(reference, small_data, chec
     with pytest.raises(SweepError, match=r'haze_s2\.json holds a JSON null, not a condition '
                        r'record; run shard 0 again'):
         merge_sweeps([work_dir], out, plots=False)
-    assert merge.main([work_dir, '--out', out]) == 2
+    assert run_tool(merge.main, [work_dir, '--out', out]) == 2
     assert len(_error_lines(capsys.readouterr().err)) == 1
 
     _write(outcome.manifest, '{"format": "reobench_mm.sweep_shard/1", "shard": [0')

@@ -240,7 +240,7 @@ def test_prepare_test_config(tmp_path):
     assert setup.metrics_file == str(tmp_path / 'w' / 'metrics_rotate_s1.json')
     with pytest.raises(ValueError, match='must be a .pkl file'):
         prepare_test_config(DET_DEMO_CONFIG, str(checkpoint), out=str(tmp_path / 'p.json'))
-    with pytest.raises(ValueError, match=r"unknown test_cfg keys \['level'\]"):
+    with pytest.raises(ValueError, match=r"'level' is not an option of CorruptionTestLoop"):
         prepare_test_config(SEG_DEMO_CONFIG, str(checkpoint),
                             cfg_options={'test_cfg.level': 3})
     # a corruption_cfg variable (read by nothing) is refused rather than ignored

@@ -43,7 +43,9 @@ DET_CONFIG = osp.join(ROOT, 'configs', 'demo',
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description='reobench_mm demo on synthetic data')
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description='reobench_mm demo on synthetic data')
     parser.add_argument('--data-root', default='data/demo')
     parser.add_argument('--work-dir', default='work_dirs/demo')
     parser.add_argument('--iters', type=int, default=None,
@@ -202,4 +204,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

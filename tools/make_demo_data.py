@@ -6,12 +6,15 @@
 Same seed and sizes, same bytes. See reobench_mm.datasets.synthetic.
 """
 import argparse
+import sys
 
 from reobench_mm.datasets.synthetic import make_demo_data, tree_digest
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--out', default='data/demo', help='output folder')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--num-train', type=int, default=24,
@@ -32,4 +35,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

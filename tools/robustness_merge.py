@@ -12,24 +12,21 @@ Exit status 2, with one line on stderr naming the file and what is wrong, for ma
 of different sweeps, missing shards, missing, malformed or edited condition files and
 report files that cannot be written.
 """
-import argparse
 import sys
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description='merge the shards of a robustness sweep')
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description='merge the shards of a robustness sweep')
     parser.add_argument('work_dirs', nargs='+', help='work dirs of the shards')
     parser.add_argument('--out', help='report folder (default: the first work dir)')
     parser.add_argument('--no-plots', action='store_true', help='no plots in the report')
     args = parser.parse_args(argv)
     from reobench_mm.analysis.tables import paper_table_lines
     from reobench_mm.robustness.shards import merge_sweeps
-    try:
-        report = merge_sweeps(args.work_dirs, args.out or args.work_dirs[0],
-                              plots=not args.no_plots)
-    except (OSError, ValueError) as error:
-        print(f'error: {" ".join(str(error).split())}', file=sys.stderr)
-        return 2
+    report = merge_sweeps(args.work_dirs, args.out or args.work_dirs[0],
+                          plots=not args.no_plots)  # refusals: one line (run_tool)
     for name, path in sorted(report.files.items()):
         print(f'{name}: {path}')
     print('\n'.join(paper_table_lines(report.summary, caption=True)))
@@ -37,4 +34,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

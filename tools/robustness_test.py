@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from reobench_mm.robustness.options import SWEEP_OPTIONS, add_option_arguments
 
-    parser = argparse.ArgumentParser(
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(
         description='Evaluate a segmentor or rotated detector clean and under corruptions')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
@@ -60,19 +62,12 @@ def parse_args(argv=None):
     return args, parser
 
 
-def error_line(error: BaseException) -> str:
-    """The one line printed for a refused or failed run."""
-    if isinstance(error, OSError) and error.strerror:
-        where = f'{error.filename}: ' if error.filename else ''
-        return f'error: {where}{error.strerror}'
-    return f'error: {" ".join(str(error).split())}'
-
-
 def main(argv=None) -> int:
     args, parser = parse_args(argv)
     from reobench_mm.engine.checkpoint import CheckpointError
     from reobench_mm.errors import SweepError
     from reobench_mm.robustness.options import SWEEP_OPTIONS, options_from_args
+    from reobench_mm.utils.cli import error_line
     from reobench_mm.robustness.sweep import RobustnessSweep
     try:
         sweep = RobustnessSweep(args.config, args.checkpoint, work_dir=args.work_dir,
@@ -102,4 +97,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

@@ -24,7 +24,6 @@ be read, or whose weights do not fit the model (missing, unexpected or mis-shape
 stops the run with exit code 2 and leaves the work dir as it was. ``--partial-checkpoint``
 loads what fits and logs what did not.
 """
-import argparse
 import os
 import os.path as osp
 import sys
@@ -40,7 +39,9 @@ def parse_args():
     from reobench_mm.corruptions import PROTOCOLS
     from reobench_mm.corruptions.geometric import BORDER_MODES
 
-    parser = argparse.ArgumentParser(
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(
         description='Test a segmentor or rotated detector, clean or corrupted')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
@@ -181,4 +182,5 @@ def main() -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

@@ -8,7 +8,7 @@ As the toolboxes' own tools: the work dir is --work-dir, else the config's
 ``work_dir``, else ``work_dirs/<config stem>``; ``--resume`` alone resumes from the
 latest checkpoint of the work dir, ``--resume CHECKPOINT`` from that file.
 """
-import argparse
+import sys
 import os
 
 # The OpenMMLab imports live in the functions: MMRotate's DOTAMetric (validation)
@@ -18,7 +18,9 @@ import os
 def parse_args():
     from mmengine.config import DictAction
 
-    parser = argparse.ArgumentParser(description='Train a segmentor or rotated detector')
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description='Train a segmentor or rotated detector')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the folder for logs and checkpoints')
     parser.add_argument('--resume', nargs='?', const='auto', default=None, metavar='CHECKPOINT',
@@ -56,4 +58,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

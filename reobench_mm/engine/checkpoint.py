@@ -30,9 +30,7 @@ On top of that loader, one strict checker is shared by the robustness sweep and
 """
 import logging
 import os.path as osp
-import pickle
 import re
-import zipfile
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
@@ -41,13 +39,16 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
-from ..fileio import (MMENGINE_CHECKPOINT_GLOBALS, TRUST_ENV_VAR, allow_checkpoint_globals,
-                      load_local_checkpoint)
+from ..errors import CheckpointError, UnsafeCheckpointError
+from ..fileio import (MMENGINE_CHECKPOINT_GLOBALS, TRUST_ENV_VAR, _one_line,
+                      allow_checkpoint_globals, load_local_checkpoint)
 
 __all__ = [
     'MMENGINE_CHECKPOINT_GLOBALS', 'allow_checkpoint_globals', 'load_local_checkpoint',
-    'TRUST_ENV_VAR', 'CheckpointError', 'CheckpointMismatchError', 'KeyMismatch',
-    'read_checkpoint', 'load_checkpoint_strict', 'checkpoint_state_dict'
+    'TRUST_ENV_VAR', 'CheckpointError', 'UnsafeCheckpointError', 'CheckpointMismatchError',
+    'KeyMismatch',
+    'read_checkpoint', 'load_checkpoint_strict', 'checkpoint_state_dict',
+    'check_checkpoint_classes'
 ]
 
 
@@ -63,12 +64,6 @@ CheckpointLoader.register_scheme(prefixes='', loader=load_from_local_weights_onl
 
 
 # ----------------------------------------------------------------------------- strict checks
-
-class CheckpointError(ValueError):
-    """A checkpoint file that cannot be used: empty, truncated or corrupt, not a
-    checkpoint, or holding objects that the weights-only unpickler refuses. The message
-    names the file and what is wrong with it."""
-
 
 @dataclass(frozen=True)
 class KeyMismatch:
@@ -121,18 +116,41 @@ class CheckpointMismatchError(CheckpointError):
         self.mismatch = mismatch
 
 
+def check_checkpoint_classes(checkpoint: Mapping[str, Any], dataset_meta: Optional[Mapping],
+                             filename: str = 'the checkpoint') -> None:
+    """Refuse a checkpoint trained on other classes than the test set has: MMEngine
+    records the training set's ``classes`` in ``meta.dataset_meta``; when both sides name
+    their classes they must be the same, in the same order (the model's output channel
+    ``i`` is the test set's class ``i``), or every per-class number would be reported
+    under another class's name. Nothing is checked when either side names none.
+
+    Raises:
+        CheckpointMismatchError: the classes differ (both lists, and what to do).
+    """
+    meta = checkpoint.get('meta') if isinstance(checkpoint, Mapping) else None
+    trained = (meta or {}).get('dataset_meta') if isinstance(meta, Mapping) else None
+    trained = trained.get('classes') if isinstance(trained, Mapping) else None
+    tested = dataset_meta.get('classes') if isinstance(dataset_meta, Mapping) else None
+    if not trained or not tested:
+        return
+    trained, tested = [str(c) for c in trained], [str(c) for c in tested]
+    if trained == tested:
+        return
+    how = ('the same classes in another order' if sorted(trained) == sorted(tested)
+           else f'{len(trained)} classes against {len(tested)}' if len(trained) != len(tested)
+           else 'other classes')
+    raise CheckpointMismatchError(
+        f'{filename!r} was trained on the classes {trained} and the test set has {tested} '
+        f'({how}): its output channel i is not the test set\'s class i, so per-class '
+        'results would be reported under the wrong names. Evaluate it on a test set of its '
+        'classes, in its order (the dataset\'s metainfo=dict(classes=...))')
+
+
 #: The key revision MMEngine's loaders apply (a ``DataParallel`` prefix is stripped).
 REVISE_KEYS = ((r'^module\.', ''), )
-_ZIP_MAGIC = b'PK'
-_PICKLE_PROTOCOL_OPCODE = b'\x80'
 _SILENT = logging.getLogger('reobench_mm.checkpoint.silent')
 _SILENT.addHandler(logging.NullHandler())
 _SILENT.propagate = False
-
-
-def _one_line(error: BaseException, limit: int = 300) -> str:
-    text = ' '.join(str(error).split()) or type(error).__name__
-    return text if len(text) <= limit else text[:limit] + ' ...'
 
 
 def read_checkpoint(filename: str,
@@ -168,34 +186,7 @@ def read_checkpoint(filename: str,
             raise CheckpointError(f'cannot read the checkpoint {filename!r}: '
                                   f'{type(error).__name__}: {_one_line(error)}') from error
         return _check_is_checkpoint(checkpoint, filename)
-    path = osp.expanduser(filename)
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'checkpoint {filename!r} does not exist')
-    size = osp.getsize(path)
-    if size == 0:
-        raise CheckpointError(f'the checkpoint {filename!r} is empty (0 bytes): an '
-                              'interrupted download or copy? Fetch or save it again')
-    with open(path, 'rb') as handle:
-        head = handle.read(8)
-    if head.startswith(_ZIP_MAGIC):
-        if not zipfile.is_zipfile(path):
-            raise CheckpointError(
-                f'the checkpoint {filename!r} is truncated or corrupt: it starts as the zip '
-                f'archive torch.save writes but has no end-of-archive record ({size} bytes; '
-                'was a download or copy cut short?)')
-    elif not head.startswith(_PICKLE_PROTOCOL_OPCODE):
-        raise CheckpointError(
-            f'{filename!r} is not a checkpoint: torch.save writes a zip archive (before '
-            f'torch 1.6 a pickle), and this file starts with {head!r}')
-    try:
-        checkpoint = load_local_checkpoint(path, map_location)
-    except pickle.UnpicklingError as error:  # objects outside the allow-list
-        raise CheckpointError(_one_line(error, limit=1000)) from error
-    except (RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, TypeError,
-            AttributeError, zipfile.BadZipFile) as error:
-        raise CheckpointError(
-            f'cannot read the checkpoint {filename!r} ({size} bytes; truncated or '
-            f'corrupt?): {type(error).__name__}: {_one_line(error)}') from error
+    checkpoint = load_local_checkpoint(osp.expanduser(filename), map_location)
     return _check_is_checkpoint(checkpoint, filename)
 
 

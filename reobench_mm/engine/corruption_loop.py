@@ -23,16 +23,21 @@ from mmengine.runner import TestLoop
 from torch.utils.data import DataLoader
 
 from ..corruptions.condition import CLEAN, Condition
+from ..evaluation.evaluator_cfg import label_ignore_index
 from ..registry import LOOPS
+from .hooks import CheckpointClassesHook
 from ..transforms.placement import (Placement, check_condition_pair, condition_of,
                                     corruption_steps, label_pipelines, place_condition)
 
-__all__ = ['CorruptionTestLoop', 'check_batch_condition']
+__all__ = ['CorruptionTestLoop', 'check_batch_condition', 'check_not_empty',
+           'empty_dataset_error']
 
 
 @LOOPS.register_module()
 class CorruptionTestLoop(TestLoop):
-    """``TestLoop`` evaluating under one corruption condition.
+    """``TestLoop`` evaluating under one corruption condition (the single-condition loop;
+    clean plus many conditions in one run is :class:`~reobench_mm.robustness.test_loop.
+    RobustnessTestLoop`).
 
     With a condition, the test pipeline's ``ApplyCorruption`` step gets it (its other
     options, e.g. ``max_value`` or ``ignore_index``, are kept); a pipeline without one
@@ -52,16 +57,24 @@ class CorruptionTestLoop(TestLoop):
         border (str, optional): ``'reflect'`` (default) or ``'constant'`` (rotate,
             translate).
 
+    The ``ApplyCorruption`` step pads moved label maps (``rotate``, ``scale``,
+    ``translate``) with the label the evaluator's segmentation metrics ignore (their
+    ``ignore_index``); a written step that pads with another label is refused.
+
     Raises:
         ValueError: a corruption without a severity (or the reverse), settings without a
             corruption, a condition that differs from the one an ``ApplyCorruption`` step
-            of the pipeline names, a config that sets ``corruption_cfg``.
+            of the pipeline names, a config that sets ``corruption_cfg``, a written step
+            whose ``ignore_index`` is not the evaluator's, an option of another loop.
     """
 
     def __init__(self, runner, dataloader: Union[DataLoader, Dict], evaluator: Union[Any,
                  Dict, List], fp16: bool = False, corruption: Optional[str] = None,
                  severity: Optional[int] = None, seed: Optional[int] = None,
-                 protocol: Optional[str] = None, border: Optional[str] = None) -> None:
+                 protocol: Optional[str] = None, border: Optional[str] = None,
+                 **other: Any) -> None:
+        if other:  # refused with what to do, not a bare TypeError
+            _refuse_other_options(other)
         cfg = getattr(runner, 'cfg', None) or {}
         if cfg.get('corruption_cfg') is not None:
             raise ValueError(
@@ -79,15 +92,29 @@ class CorruptionTestLoop(TestLoop):
         else:
             self.condition = Condition.of(corruption, severity, **options)
         scope = cfg.get('default_scope')
+        #: the label the evaluator's segmentation metrics ignore: moved label maps are
+        #: padded with it (None for detection)
+        self.ignore_index = label_ignore_index(evaluator)
         placements = None
         if isinstance(dataloader, dict) and isinstance(dataloader.get('dataset'), dict):
             dataloader = copy.deepcopy(dataloader)  # place the step in the config, then build
             placements = self._place(dataloader, scope)
-        super().__init__(runner, dataloader, evaluator, fp16)
+        try:
+            super().__init__(runner, dataloader, evaluator, fp16)
+        except ValueError as error:
+            clear = empty_dataset_error(error, dataloader, 'CorruptionTestLoop')
+            if clear is None:
+                raise
+            raise clear from None
         if placements is None:  # built by the caller
             placements = self._place(self.dataloader, scope)
         self.placements: List[Placement] = placements
+        check_not_empty(self.dataloader.dataset, 'CorruptionTestLoop')
         self.applied: Condition = condition_of(corruption_steps(self.dataloader.dataset))
+        # a checkpoint of other classes is refused when the runner loads it
+        runner.register_hook(CheckpointClassesHook(
+            lambda: getattr(self.dataloader.dataset, 'metainfo', None),
+            lambda: getattr(runner, '_load_from', None)))
         if self.condition is not None and self.applied != (
                 CLEAN if self.condition.is_clean else self.condition):
             raise RuntimeError(f'the built test pipeline applies {self.applied.settings()}, '
@@ -97,8 +124,9 @@ class CorruptionTestLoop(TestLoop):
         """The condition into the pipelines; without one, a clean step where there is
         none, so that every sample says what it was evaluated under."""
         if self.condition is None:
-            return label_pipelines(dataloader, scope)
-        return place_condition(dataloader, self.condition, scope, override=False)
+            return label_pipelines(dataloader, scope, ignore_index=self.ignore_index)
+        return place_condition(dataloader, self.condition, scope, override=False,
+                               ignore_index=self.ignore_index)
 
     @property
     def condition_text(self) -> str:
@@ -128,6 +156,59 @@ class CorruptionTestLoop(TestLoop):
         that started before the condition was set would not be), then evaluate it."""
         check_batch_condition(data_batch, self.applied, idx)
         super().run_iter(idx, data_batch)
+
+
+#: The options of CorruptionTestLoop (TestLoop's and the condition's).
+_OPTIONS = ('fp16', 'corruption', 'severity', 'seed', 'protocol', 'border')
+
+
+def _refuse_other_options(other: Dict[str, Any]) -> None:
+    """Refuse options CorruptionTestLoop does not have, naming the loop that has them."""
+    import difflib
+    name = sorted(other)[0]
+    close = difflib.get_close_matches(name, _OPTIONS, n=1)
+    raise ValueError(
+        f'{name!r} is not an option of CorruptionTestLoop'
+        + (f' (did you mean {close[0]!r}?)' if close else '')
+        + f'; its options: {", ".join(_OPTIONS)}. The options of the robustness loop '
+        "(corruptions, severities, force, calibration, ...) need "
+        "test_cfg.type='RobustnessTestLoop' (--cfg-options test_cfg.type=RobustnessTestLoop)")
+
+
+def _data_root(dataset: Any) -> Optional[str]:
+    """The ``data_root`` of a dataset config or built dataset (through wrappers)."""
+    while dataset is not None:
+        root = dataset.get('data_root') if isinstance(dataset, dict) \
+            else getattr(dataset, 'data_root', None)
+        if root:
+            return root
+        dataset = dataset.get('dataset') if isinstance(dataset, dict) \
+            else getattr(dataset, 'dataset', None)
+    return None
+
+
+def empty_dataset_error(error: Exception, dataloader: Any, loop: str) -> Optional[ValueError]:
+    """The clear error for MMEngine's failure to build a dataset without samples (its
+    ``_serialize_data`` concatenates nothing), None for any other error."""
+    if 'need at least one array to concatenate' not in str(error):
+        return None
+    dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
+    root = _data_root(dataset)
+    return ValueError(f'{loop}: the test dataset has no samples'
+                      + (f' (data_root {root!r})' if root else '')
+                      + ': check data_root and the data prefix/ann_file of the test '
+                      'dataloader')
+
+
+def check_not_empty(dataset: Any, loop: str) -> None:
+    """Refuse a test set without samples (nothing to evaluate; MMEngine's metrics would fail
+    later with a message that does not say why)."""
+    if len(dataset) == 0:
+        root = _data_root(dataset)
+        raise ValueError(f'{loop}: the test dataset has no samples'
+                         + (f' (data_root {root!r})' if root else '')
+                         + ': check data_root and the data prefix/ann_file of the test '
+                         'dataloader')
 
 
 def check_batch_condition(data_batch: Any, condition: Condition, idx: int = 0) -> None:

@@ -1,9 +1,10 @@
 """Runner hooks."""
-from typing import Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from mmengine.hooks import Hook
 
 from ..registry import HOOKS
+from .checkpoint import check_checkpoint_classes
 from .progress import Progress, check_progress_options
 
 
@@ -93,3 +94,26 @@ class ProgressBarHook(Hook):
 
     def after_test_epoch(self, runner, metrics=None) -> None:
         self._finish()
+
+
+class CheckpointClassesHook(Hook):
+    """Refuses a checkpoint trained on other classes than the evaluated dataset has
+    (:func:`~reobench_mm.engine.checkpoint.check_checkpoint_classes`), when the runner
+    loads it (``after_load_checkpoint``: ``load_from``, the toolboxes' ``tools/test.py``
+    and this package's tools). The test loops of the package register it.
+
+    Args:
+        dataset_meta: returns the metainfo of the evaluated dataset.
+        source: returns the checkpoint's path, for the message (None: unknown).
+    """
+
+    priority = 'VERY_HIGH'
+
+    def __init__(self, dataset_meta: Callable[[], Optional[Mapping]],
+                 source: Callable[[], Optional[str]] = lambda: None) -> None:
+        self.dataset_meta = dataset_meta
+        self.source = source
+
+    def after_load_checkpoint(self, runner: Any, checkpoint: dict) -> None:
+        check_checkpoint_classes(checkpoint, self.dataset_meta(),
+                                 self.source() or 'the checkpoint')

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from ..errors import SweepError, WorkDirLockedError
+from ..fileio import atomic_write_bytes
 
 __all__ = [
     'LOCK_FILE', 'WorkDirLock', 'WorkDirSnapshot', 'close_log_files', 'missing_dirs',
@@ -62,7 +63,8 @@ class WorkDirLock:
     def holder(self) -> Dict[str, Any]:
         """What the lock file says about its holder (empty when unreadable)."""
         try:
-            with open(self.path, encoding='utf-8') as handle:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, encoding='utf-8') as handle:
                 data = json.load(handle)
         except (OSError, ValueError):
             return {}
@@ -74,7 +76,15 @@ class WorkDirLock:
         if self._fd is not None:
             return
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # never through a symbolic link: the lock file is written below
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            except OSError as error:
+                if error.errno == errno.ELOOP or osp.islink(self.path):
+                    raise SweepError(
+                        f'{self.path} is a symbolic link (to {os.readlink(self.path)!r}); the '
+                        'lock file of a work dir must be its own file: remove the link') \
+                        from None
+                raise
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as error:
@@ -177,9 +187,8 @@ class WorkDirSnapshot:
             except OSError:
                 same = False
             if not same:
-                try:
-                    with open(path, 'wb') as handle:
-                        handle.write(data)
+                try:  # atomically: a link planted at the path is replaced, not followed
+                    atomic_write_bytes(path, data)
                 except OSError:
                     pass
 

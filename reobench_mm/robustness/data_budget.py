@@ -30,7 +30,6 @@ import os.path as osp
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from mmengine.config import Config
 
 from ..analysis.data_budget import (DATA_BUDGET_FORMAT, budget_row, kendall_tau_by_fraction,
                                     summarize_seeds, write_data_budget_report)
@@ -38,7 +37,7 @@ from ..analysis.results_file import read_results
 from ..datasets.subset import FractionDataset, apply_data_fraction, check_fraction
 from ..evaluation.keys import get_task
 from ..fileio import dump_json_atomic, file_sha256, json_round_trip, read_json
-from ..utils.config import infer_task, prepare_train_config
+from ..utils.config import infer_task, prepare_train_config, read_config
 from .options import RobustnessOptions
 from .sweep import RobustnessSweep
 
@@ -312,7 +311,7 @@ def run_data_budget(configs: Sequence[str],
     cfg_options = dict(cfg_options or {})
     tasks = {}
     for config in configs:
-        cfg = Config.fromfile(config)
+        cfg = read_config(config)
         cfg.merge_from_dict(cfg_options)
         tasks[config] = infer_task(cfg)
     if len(set(tasks.values())) > 1:

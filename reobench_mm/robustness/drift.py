@@ -32,7 +32,7 @@ from ..corruptions.condition import Condition
 from ..evaluation.functional.representation import (MIN_SPLIT_HALF_SAMPLES, PR_CONVENTIONS,
                                                     DriftAccumulator, SampleDriftAccumulator)
 from ..fileio import dump_json_atomic, file_sha256
-from ..utils.config import insert_corruption
+from ..utils.config import insert_corruption, read_config
 
 __all__ = ['representation_drift', 'default_drift_work_dir', 'select_drift_layers',
            'DriftLayer', 'layer_tokens', 'pool_tokens', 'sample_token_positions',
@@ -465,10 +465,9 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
         KeyError: a corruption name that ``protocol`` does not have.
         FileNotFoundError: a missing checkpoint.
     """
-    from mmengine.config import Config
     from mmengine.logging import print_log
     from mmengine.registry import MODELS, init_default_scope
-    from mmengine.runner import load_checkpoint
+    from ..engine.checkpoint import load_checkpoint_strict
 
     if representation not in REPRESENTATIONS:
         raise ValueError(f'representation must be one of {list(REPRESENTATIONS)}, got '
@@ -501,13 +500,13 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     if work_dir is None:
         work_dir = default_drift_work_dir(config)
 
-    cfg = Config.fromfile(config)
+    cfg = read_config(config)
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
     init_default_scope(cfg.get('default_scope'))
     model = MODELS.build(cfg.model)
-    load_checkpoint(model, checkpoint, map_location='cpu', strict=True,
-                    logger='current')
+    # read and loaded as every tool loads checkpoints: weights only, every key checked
+    load_checkpoint_strict(model, checkpoint, config=config)
     model.eval()
     selected = select_drift_layers(model, num_blocks=num_blocks, layers=layers)
 

@@ -3,9 +3,10 @@
 and the calibration metrics added when asked for."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..errors import SweepError
+from ..evaluation.evaluator_cfg import as_metric_list
 from ..evaluation.keys import (CALIBRATION_PREFIX, ROTATED_DETECTION, SCALED_CALIBRATION_PREFIX,
                                Task)
 
@@ -20,16 +21,6 @@ CLASSWISE_METRICS = {
 }
 
 
-def _as_metric_list(evaluator: Any) -> List[Any]:
-    """The metric configs of a test evaluator config (one metric, a list, or
-    ``dict(metrics=...)``)."""
-    if isinstance(evaluator, (list, tuple)):
-        return list(evaluator)
-    if isinstance(evaluator, dict) and 'metrics' in evaluator and 'type' not in evaluator:
-        return _as_metric_list(evaluator['metrics'])
-    return [evaluator]
-
-
 def classwise_evaluator(evaluator: Any) -> List[Any]:
     """The metric configs of the test evaluator with MMSeg's ``IoUMetric`` and MMRotate's
     ``DOTAMetric`` replaced by :class:`ClasswiseIoUMetric` / :class:`InProcessDOTAMetric`
@@ -37,14 +28,16 @@ def classwise_evaluator(evaluator: Any) -> List[Any]:
     metrics are kept as they are."""
     return [dict(metric, type=CLASSWISE_METRICS[metric['type']])
             if isinstance(metric, dict) and metric.get('type') in CLASSWISE_METRICS
-            else metric for metric in _as_metric_list(evaluator)]
+            else metric for metric in as_metric_list(evaluator)]
 
 
-def calibration_metric_cfgs(task: Task, temperature_scaling: bool = False) -> List[dict]:
+def calibration_metric_cfgs(task: Task, temperature_scaling: bool = False,
+                            ignore_index: Optional[int] = None) -> List[dict]:
     """The metric configs appended for calibration: ``SegCalibrationMetric``
-    (segmentation; plus a second one with prefix ``calib_ts`` for temperature scaling,
-    whose temperature is set after fitting) or ``RotatedDetectionCalibrationMetric``,
-    with the prefixes of :mod:`reobench_mm.evaluation.keys`.
+    (segmentation, leaving out the pixels labelled ``ignore_index`` as the task metric
+    does; plus a second one with prefix ``calib_ts`` for temperature scaling, whose
+    temperature is set after fitting) or ``RotatedDetectionCalibrationMetric``, with the
+    prefixes of :mod:`reobench_mm.evaluation.keys`.
 
     Raises:
         SweepError: temperature scaling for detection.
@@ -54,17 +47,20 @@ def calibration_metric_cfgs(task: Task, temperature_scaling: bool = False) -> Li
             raise SweepError('temperature scaling is for segmentation (it rescales the '
                              'per-pixel class logits); detection scores have no such logits')
         return [dict(type='RotatedDetectionCalibrationMetric', prefix=CALIBRATION_PREFIX)]
-    metrics = [dict(type='SegCalibrationMetric', prefix=CALIBRATION_PREFIX)]
+    ignore = {} if ignore_index is None else dict(ignore_index=ignore_index)
+    metrics = [dict(type='SegCalibrationMetric', prefix=CALIBRATION_PREFIX, **ignore)]
     if temperature_scaling:
-        metrics.append(dict(type='SegCalibrationMetric', prefix=SCALED_CALIBRATION_PREFIX))
+        metrics.append(dict(type='SegCalibrationMetric', prefix=SCALED_CALIBRATION_PREFIX,
+                            **ignore))
     return metrics
 
 
 def robustness_evaluator(evaluator: Any, task: Task, calibration: bool,
-                         temperature_scaling: bool) -> Any:
+                         temperature_scaling: bool, ignore_index: Optional[int] = None
+                         ) -> Any:
     """The evaluator a robustness test loop builds: :func:`classwise_evaluator` of a
-    config plus, with ``calibration``, :func:`calibration_metric_cfgs`; a built
-    ``Evaluator`` is kept as it is.
+    config plus, with ``calibration``, :func:`calibration_metric_cfgs` (ignoring
+    ``ignore_index``, the task metric's); a built ``Evaluator`` is kept as it is.
 
     Raises:
         SweepError: calibration with a built ``Evaluator`` (it cannot be given more
@@ -73,7 +69,7 @@ def robustness_evaluator(evaluator: Any, task: Task, calibration: bool,
     if isinstance(evaluator, (dict, list, tuple)):
         metrics = classwise_evaluator(evaluator)
         if calibration:
-            metrics += calibration_metric_cfgs(task, temperature_scaling)
+            metrics += calibration_metric_cfgs(task, temperature_scaling, ignore_index)
         return metrics
     if calibration:
         raise SweepError('calibration needs the test evaluator as a config (dict or '

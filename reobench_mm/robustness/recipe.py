@@ -24,7 +24,6 @@ from __future__ import annotations
 import os.path as osp
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from mmengine.config import Config
 
 from ..analysis.data_budget import seed_band
 from ..analysis.results import RobustnessSummary
@@ -33,6 +32,7 @@ from ..analysis.tables import fmt_number, markdown_table
 from ..evaluation.keys import ECE_KEY
 from ..fileio import atomic_write_text, dump_json_atomic, finite_or_none
 from .data_budget import budget_options, run_data_budget, run_key
+from ..utils.config import read_config
 from .held_out import seen_in_training
 from .options import RobustnessOptions
 
@@ -151,11 +151,11 @@ def compare_recipes(plain_config: str, robust_config: str, *,
     """
     options = budget_options(options, RECIPE_DEFAULTS, owner='compare_recipes')
     protocol = options.protocol
-    pool = seen_in_training(Config.fromfile(robust_config), protocol, 'auto')
+    pool = seen_in_training(read_config(robust_config), protocol, 'auto')
     if not pool:
         raise ValueError(f'{robust_config} has no RandomCorruption step of protocol '
                          f'{protocol!r} in its training pipeline: nothing was held out')
-    if seen_in_training(Config.fromfile(plain_config), protocol, 'auto'):
+    if seen_in_training(read_config(plain_config), protocol, 'auto'):
         raise ValueError(f'{plain_config} corrupts its own training images; the plain recipe '
                          'must not')
     selected = list(options.corruptions)

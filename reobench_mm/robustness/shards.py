@@ -143,6 +143,9 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
         partial = {}
         for key, relative in data['conditions'].items():
             file = osp.join(work_dir, str(relative))
+            if osp.islink(file):
+                raise SweepError(f'{path} lists {file}, a symbolic link: a shard\'s records '
+                                 'must be its own files; run that shard again')
             if not osp.isfile(file):
                 raise SweepError(f'{path} lists {file}, which does not exist')
             record, problem = read_json(file)

@@ -132,6 +132,8 @@ def condition_record_problem(path: str, condition_key: str, expected: Mapping[st
     the right identity, before its consistency is checked; it raises when the record was
     written for other inputs.
     """
+    if osp.islink(path):  # never read (nor trusted) through a link
+        return f'{path} is a symbolic link, not a record written here'
     if not osp.isfile(path):
         return f'{path} does not exist'
     record, problem = read_json(path)

@@ -106,10 +106,11 @@ class RobustnessSweep:
                  options: Optional[RobustnessOptions] = None, **values: Any) -> None:
         self.options = _sweep_options(options, values)
         self.plan = self.options.plan
-        if not osp.isfile(config):
-            raise FileNotFoundError(f'config {config!r} does not exist')
-        if not osp.isfile(checkpoint):
-            raise FileNotFoundError(f'checkpoint {checkpoint!r} does not exist')
+        for what, path in (('config', config), ('checkpoint', checkpoint)):
+            if osp.isdir(path):
+                raise SweepError(f'{what} {path!r} is a folder, not a {what} file')
+            if not osp.isfile(path):
+                raise FileNotFoundError(f'{what} {path!r} does not exist')
         self.config, self.checkpoint = config, checkpoint
         self.cfg_options = dict(cfg_options or {})
         self.launcher = launcher

@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader
 from ..analysis.results import RobustnessSummary
 from ..corruptions import get_corruption
 from ..corruptions.condition import Condition
-from ..engine.corruption_loop import check_batch_condition
+from ..engine.corruption_loop import check_batch_condition, check_not_empty
 from ..errors import SweepError
 from ..evaluation.keys import (HELD_OUT_SCORES, HELD_OUT_SUFFIX, ROBUST_SCORES,
                                condition_metric_key, robust_key)
@@ -69,6 +69,9 @@ class ConditionSwitching:
     runner: Any
     dataloader: DataLoader
     evaluator: Any
+    #: the label the evaluator's segmentation metrics ignore (None for detection): the
+    #: corruption step pads moved label maps with it
+    ignore_index: Optional[int] = None
 
     def _place(self, dataloader: Union[DataLoader, Dict], scope: Optional[str],
                what: str) -> Tuple[Union[DataLoader, Dict], List[Placement]]:
@@ -84,10 +87,11 @@ class ConditionSwitching:
                           logger='current')
                 dataloader['persistent_workers'] = False
         placements = place_condition(dataloader, self.plan.clean, scope, geometric=geometric,
-                                     override=True)
+                                     override=True, ignore_index=self.ignore_index)
         return dataloader, placements
 
     def _find_steps(self) -> None:
+        check_not_empty(self.dataloader.dataset, type(self).__name__)
         self.steps = corruption_steps(self.dataloader.dataset)
         if not self.steps:
             raise SweepError('no ApplyCorruption step in the built dataset pipeline')

@@ -61,11 +61,15 @@ class TemperatureFit:
         options: the run's options (``temperature_split``, ``temperature_split_seed``,
             ``temperature_on_test``, ``seed``, ``force``).
         runner: the runner (its config, seed and model).
+        ignore_index: the label the task metric ignores, left out of the fit.
     """
 
-    def __init__(self, options: RobustnessOptions, runner: Any) -> None:
+    def __init__(self, options: RobustnessOptions, runner: Any,
+                 ignore_index: Optional[int] = None) -> None:
         self.options = options
         self.runner = runner
+        #: the label the task metric ignores (left out of the fit too)
+        self.ignore_index = ignore_index
         self._held_out_cfg: Optional[dict] = None
         self._dataset: Any = None
         #: the fitted temperature (None until :meth:`fit`)
@@ -144,6 +148,8 @@ class TemperatureFit:
     def record_problem(self, path: str, fingerprint: Mapping[str, Any]) -> Optional[str]:
         """Why the record at ``path`` cannot be reused for the inputs ``fingerprint``
         (None when it can)."""
+        if osp.islink(path):
+            return f'{path} is a symbolic link, not a record written here'
         if not osp.isfile(path):
             return f'{path} does not exist'
         record, problem = read_json(path)
@@ -206,7 +212,8 @@ class TemperatureFit:
         else:  # the corruption steps are clean between conditions
             source = 'the evaluated test images, clean (temperature_on_test)'
             loader = evaluated_loader
-        evaluator = Evaluator([dict(type='TemperatureFitMetric', seed=options.seed)])
+        ignore = {} if self.ignore_index is None else dict(ignore_index=self.ignore_index)
+        evaluator = Evaluator([dict(type='TemperatureFitMetric', seed=options.seed, **ignore)])
         evaluator.dataset_meta = getattr(loader.dataset, 'metainfo', None)
         model = runner.model
         model.eval()

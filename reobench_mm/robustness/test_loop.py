@@ -29,7 +29,11 @@ from ..analysis.report import Report, make_provenance, write_report
 from ..analysis.results import ConditionResult
 from ..corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
+from ..engine.corruption_loop import empty_dataset_error
+from ..engine.hooks import CheckpointClassesHook
 from ..engine.workdir import WorkDirLock, write_error
+from ..errors import SweepError
+from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
 from ..fileio import file_sha256, json_round_trip
 from ..registry import LOOPS
@@ -72,6 +76,13 @@ class SweepOutcome:
     wall_seconds: float = 0.0
     reevaluated: Dict[str, str] = field(default_factory=dict)
     metrics: Dict[str, float] = field(default_factory=dict)
+
+
+def _ignore_index(evaluator: Any) -> Optional[int]:
+    try:
+        return label_ignore_index(evaluator)
+    except ValueError as error:
+        raise SweepError(str(error)) from None
 
 
 @LOOPS.register_module()
@@ -122,9 +133,10 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                                  options.seen_corruptions)
         check_held_out(options.corruptions, self.seen_in_training, options.held_out_only)
         self.task: Task = get_task(infer_task(cfg))
+        self.ignore_index = _ignore_index(evaluator)
         evaluator = robustness_evaluator(evaluator, self.task, options.calibration,
-                                         options.temperature_scaling)
-        self.temperature = TemperatureFit(options, runner) \
+                                         options.temperature_scaling, self.ignore_index)
+        self.temperature = TemperatureFit(options, runner, self.ignore_index) \
             if options.temperature_scaling else None
         dataloader, self.placements = self._place(dataloader, cfg.get('default_scope'),
                                                   'robustness test')
@@ -132,8 +144,21 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
             dataloader = self.temperature.split(dataloader)
         self._dataloader_cfg = copy.deepcopy(dataloader) if isinstance(dataloader, dict) \
             else None
-        super().__init__(runner, dataloader, evaluator, fp16)
+        try:
+            super().__init__(runner, dataloader, evaluator, fp16)
+        except ValueError as error:  # the split is built with the dataloader
+            empty = empty_dataset_error(error, dataloader, type(self).__name__)
+            if empty is not None:
+                raise SweepError(str(empty)) from None
+            if options.temperature_split is None or 'held-out split' not in str(error):
+                raise
+            raise SweepError(f'temperature_split={options.temperature_split}: {error}; hold '
+                             'out fewer images') from None
         self._find_steps()
+        # a checkpoint of other classes is refused when the runner (or a driver) loads it
+        runner.register_hook(CheckpointClassesHook(
+            lambda: getattr(self.dataloader.dataset, 'metainfo', None),
+            lambda: self.checkpoint))
         if self.temperature is not None:
             self.temperature.check_images(self.dataloader.dataset)
         self.work_dir = options.out_dir or runner.work_dir
@@ -183,12 +208,14 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                 or self.checkpoint is None:
             return
         try:
-            _checkpoint.load_checkpoint_strict(self.runner.model, self.checkpoint,
-                                               config=self._source['config'])
+            checkpoint = _checkpoint.load_checkpoint_strict(self.runner.model, self.checkpoint,
+                                                            config=self._source['config'])
         except _checkpoint.CheckpointMismatchError as error:
             raise _checkpoint.CheckpointMismatchError(
                 f'{error} (test_cfg.strict_checkpoint=False evaluates it anyway)',
                 error.mismatch) from None
+        _checkpoint.check_checkpoint_classes(checkpoint, self.dataloader.dataset.metainfo,
+                                             self.checkpoint)
         self._source['loaded'] = True
 
     def _fingerprinted_config(self) -> dict:
@@ -257,7 +284,17 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, condition: Any) -> tuple:
-        """Evaluate one condition (a pair, key or condition): ``(metrics, seconds)``."""
+        """Evaluate one condition (a pair, key or condition) outside :meth:`run`, nothing
+        written: ``(metrics, seconds)``. The runner's test-epoch hooks run around it, as
+        around a test run (``IterTimerHook`` and the logger need them)."""
+        self.runner.call_hook('before_test_epoch')
+        metrics, seconds = self._evaluate(condition)
+        self.runner.call_hook('after_test_epoch', metrics=metrics)
+        return metrics, seconds
+
+    def _evaluate(self, condition: Any) -> tuple:
+        """One condition within a run: ``(metrics, seconds)``, the calibration details
+        kept for its record."""
         metrics, seconds = self._evaluate_condition(self.plan.condition(condition))
         # the report needs the curves and bins of the calibration metrics
         self.last_calibration = {
@@ -316,7 +353,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                 bar = Progress(len(todo), desc='robustness', unit='condition') if main \
                     else None
                 for number, condition in enumerate(todo, 1):
-                    metrics, seconds = self.evaluate(condition)
+                    metrics, seconds = self._evaluate(condition)
                     outcome.seconds[condition.key] = seconds
                     outcome.evaluated.append(condition)
                     if main:

@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader
 
 from ..analysis.results import aggregate
 from ..corruptions.condition import Condition
+from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import get_task
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
@@ -61,6 +62,7 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
         self.plan = self.options.plan
         cfg = runner.cfg
         self.task = get_task(infer_task(cfg))
+        self.ignore_index = label_ignore_index(evaluator)
         dataloader, self.placements = self._place(dataloader, cfg.get('default_scope'),
                                                   'robustness validation')
         super().__init__(runner, dataloader, evaluator, fp16)

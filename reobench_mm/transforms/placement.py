@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 CORRUPTION_TYPE = 'ApplyCorruption'
+#: ``ApplyCorruption``'s own ``ignore_index`` (the label written where a moved label map
+#: has no source content).
+DEFAULT_STEP_IGNORE_INDEX = inspect.signature(ApplyCorruption).parameters['ignore_index'].default
 BOX_CONVERSIONS = ('ConvertBoxType', 'ConvertMask2BoxType')
 #: What ``ApplyCorruption`` adds to the results; the packing step carries them into the
 #: sample's metainfo.
@@ -382,9 +385,26 @@ def stop_live_workers(dataloader: Any) -> None:
         dataloader._iterator = None
 
 
+def _check_ignore_index(path: str, step: Any, ignore_index: int) -> None:
+    """Refuse a written ``ApplyCorruption`` step whose ``ignore_index`` (the label a moved
+    label map gets where it has no source content) is not the one the metrics ignore."""
+    if isinstance(step, dict):
+        current = step.get('ignore_index', DEFAULT_STEP_IGNORE_INDEX)
+    else:
+        current = getattr(step, 'ignore_index', DEFAULT_STEP_IGNORE_INDEX)
+    if current != ignore_index:
+        raise ValueError(
+            f'the {CORRUPTION_TYPE} step of {path} pads moved label maps with '
+            f'ignore_index={current!r}, but the test evaluator ignores label '
+            f'{ignore_index!r}: the padding of rotate, scale and translate would be scored '
+            f'as a class. Set the step\'s ignore_index={ignore_index!r} (or remove the step: '
+            'the loops insert one with the evaluator\'s label)')
+
+
 def place_condition(dataloader: Any, condition: Condition,
                     scope: Optional[str] = None, geometric: Optional[bool] = None,
-                    override: bool = True) -> List[Placement]:
+                    override: bool = True,
+                    ignore_index: Optional[int] = None) -> List[Placement]:
     """Put ``condition`` into every test pipeline of ``dataloader`` (a config dict, edited
     in place, or a built ``DataLoader``): the ``ApplyCorruption`` step there gets the
     condition (its other options are kept), or one is inserted; a misplaced one is moved
@@ -399,15 +419,19 @@ def place_condition(dataloader: Any, condition: Condition,
         override: replace the condition of a step that applies another one (what
             explicit requests do: ``--corruption``, ``insert_corruption``). Otherwise such
             a step is a conflict: two places of the config name different conditions.
+        ignore_index: the label the test evaluator ignores (segmentation): an inserted
+            step pads moved label maps with it, a written step must already do so.
 
     Returns:
         One :class:`Placement` per pipeline.
 
     Raises:
-        ValueError: no image-loading pipeline, two corruption steps, a nested one, or
-            (without ``override``) a step with another condition.
+        ValueError: no image-loading pipeline, two corruption steps, a nested one,
+            (without ``override``) a step with another condition, or a written step with
+            another ``ignore_index``.
     """
     settings = condition.settings()
+    options = {} if ignore_index is None else dict(ignore_index=int(ignore_index))
     move_misplaced = not condition.is_clean or geometric is not None
     if geometric is None:
         geometric = condition.geometric
@@ -416,13 +440,13 @@ def place_condition(dataloader: Any, condition: Condition,
         pipelines = list(dataset_pipelines(dataset))
 
         def make_step():
-            return dict(type=CORRUPTION_TYPE, **settings)
+            return dict(type=CORRUPTION_TYPE, **settings, **options)
     else:
         dataset = dataloader.dataset
         pipelines = list(built_dataset_pipelines(dataset))
 
         def make_step():
-            return ApplyCorruption(**settings)
+            return ApplyCorruption(**settings, **options)
     if not pipelines:
         raise ValueError('the test dataset has no pipeline with an image-loading step (e.g. '
                          'LoadImageFromFile) to put ApplyCorruption into')
@@ -436,6 +460,11 @@ def place_condition(dataloader: Any, condition: Condition,
                         f'{_describe(condition)}, the ApplyCorruption step of {path} says '
                         f'{_describe(written)}. Set it in one place (test_cfg, or '
                         'the step with a test loop that leaves it as it is)')
+    if ignore_index is not None:
+        for path, pipeline in pipelines:
+            for step in pipeline:
+                if is_corruption_step(step):
+                    _check_ignore_index(path, step, int(ignore_index))
     placements = []
     for _, pipeline in pipelines:
         step, placement = place_corruption(pipeline, geometric, make_step, move_misplaced)
@@ -450,23 +479,35 @@ def place_condition(dataloader: Any, condition: Condition,
     return placements
 
 
-def label_pipelines(dataloader: Any, scope: Optional[str] = None) -> List[Placement]:
+def label_pipelines(dataloader: Any, scope: Optional[str] = None,
+                    ignore_index: Optional[int] = None) -> List[Placement]:
     """Make every test pipeline of ``dataloader`` (config dict or built ``DataLoader``)
     say what it applies, without changing what it applies: a pipeline without an
     ``ApplyCorruption`` step gets a clean (no-op) one, so that every sample's metainfo
-    carries ``corruption``/``severity``; written steps are left as they are. Pipelines
-    without a recognisable image-loading step are left alone."""
+    carries ``corruption``/``severity``; written steps are left as they are (with
+    ``ignore_index``, the label the evaluator ignores, they must pad moved label maps
+    with it). Pipelines without a recognisable image-loading step are left alone.
+
+    Raises:
+        ValueError: a written step with another ``ignore_index``.
+    """
     built = not isinstance(dataloader, dict)
     if built:
         pipelines = list(built_dataset_pipelines(dataloader.dataset))
     else:
         dataset = dataloader.get('dataset')
         pipelines = list(dataset_pipelines(dataset)) if isinstance(dataset, dict) else []
+    options = {} if ignore_index is None else dict(ignore_index=int(ignore_index))
     placements = []
-    for _, pipeline in pipelines:
+    for path, pipeline in pipelines:
+        if ignore_index is not None:
+            for step in pipeline:
+                if is_corruption_step(step) and not step_condition(step).is_clean:
+                    _check_ignore_index(path, step, int(ignore_index))
         _, placement = place_corruption(
-            pipeline, False, ApplyCorruption if built else
-            (lambda: dict(type=CORRUPTION_TYPE, **CLEAN.settings())), move_misplaced=False)
+            pipeline, False, (lambda: ApplyCorruption(**options)) if built else
+            (lambda: dict(type=CORRUPTION_TYPE, **CLEAN.settings(), **options)),
+            move_misplaced=False)
         add_corruption_meta_keys(pipeline, scope)
         placements.append(placement)
     if built and placements:

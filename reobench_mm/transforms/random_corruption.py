@@ -141,6 +141,9 @@ class RandomCorruption(ApplyCorruption):
         self.set_condition(self.draw(results))
         return super().transform(results)
 
+    def _what(self) -> str:
+        return f'RandomCorruption (drawn: {self.corruption!r}, severity {self.severity})'
+
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(corruptions={self.pool!r}, '
                 f'severities={self.severities}, prob={self.prob}, seed={self.seed}, '

@@ -14,7 +14,9 @@ it can be used (and tested) from Python:
 - :func:`prepare_train_config` / :func:`prepare_test_config` apply the command-line
   options the way MMSegmentation's and MMRotate's own tools do;
 - :func:`infer_task` (a task name of :mod:`reobench_mm.evaluation.keys`),
-  :func:`default_work_dir`.
+  :func:`default_work_dir`;
+- :func:`read_config`: every config the tools and drivers read (a YAML config that would
+  run code is refused).
 
 Every config the tools load gets ``custom_imports`` of the package
 (:func:`reobench_mm.registry.ensure_custom_imports`).
@@ -42,7 +44,8 @@ __all__ = [
     'check_corruption_args', 'insert_corruption', 'use_corruption_loop',
     'corruption_loop_condition', 'applied_condition',
     'corruption_settings', 'check_no_corruption_cfg', 'corruption_tag', 'tagged_path',
-    'get_test_pipelines', 'prepare_train_config', 'prepare_test_config', 'PreparedTest'
+    'get_test_pipelines', 'prepare_train_config', 'prepare_test_config', 'PreparedTest',
+    'read_config', 'YAML_SUFFIXES'
 ]
 
 #: The registered test loop that evaluates under a condition.
@@ -177,8 +180,11 @@ def corruption_loop_condition(cfg: Config) -> Optional[Condition]:
         return None
     unknown = set(loop) - {'type', 'fp16', *CONDITION_FIELDS}
     if unknown:
-        raise ValueError(f'unknown test_cfg keys {sorted(unknown)} for {CORRUPTION_LOOP}; '
-                         f'valid: {["fp16", *CONDITION_FIELDS]}')
+        name = sorted(unknown)[0]
+        raise ValueError(f'{name!r} is not an option of {CORRUPTION_LOOP} (test_cfg keys '
+                         f'{sorted(unknown)}); its options: {["fp16", *CONDITION_FIELDS]}. The '
+                         'options of the robustness loop (corruptions, severities, force, '
+                         "calibration, ...) need test_cfg.type='RobustnessTestLoop'")
     check_condition_pair(loop.get('corruption'), loop.get('severity'), 'test_cfg')
     if loop.get('corruption') is None:
         given = [f'test_cfg.{k}' for k in CONDITION_FIELDS if loop.get(k) is not None]
@@ -261,10 +267,60 @@ def tagged_path(path: str, tag: str, is_dir: bool = False) -> str:
     return f'{stem}_{tag}{ext}'
 
 
+# ----------------------------------------------------------------------------- reading
+
+#: Config file suffixes MMEngine reads with its YAML loader.
+YAML_SUFFIXES = ('.yml', '.yaml')
+
+
+def _check_yaml_config(path: str, seen: Tuple[str, ...] = ()) -> None:
+    """Refuse a YAML config (or YAML ``_base_`` of one) that holds a tag which would run
+    code while MMEngine reads it (``!!python/...``: MMEngine loads YAML with PyYAML's
+    unsafe loader); a YAML config is data. Its YAML bases are checked too."""
+    import yaml
+    try:
+        with open(path, encoding='utf-8') as handle:
+            data = yaml.safe_load(handle)
+    except yaml.constructor.ConstructorError as error:
+        tag = getattr(error, 'problem', '') or str(error)
+        raise ValueError(f'config {path!r} is refused: it holds a YAML tag that would run '
+                         f'code while it is read ({" ".join(tag.split())}). A YAML config is '
+                         'data; write a .py config where code is meant') from None
+    except yaml.YAMLError as error:
+        raise ValueError(f'config {path!r} is not valid YAML: {" ".join(str(error).split())}'
+                         ) from None
+    bases = data.get('_base_') if isinstance(data, dict) else None
+    for base in [bases] if isinstance(bases, str) else list(bases or []):
+        if not isinstance(base, str) or '::' in base:
+            continue
+        full = osp.normpath(osp.join(osp.dirname(path), base))
+        if full.lower().endswith(YAML_SUFFIXES) and osp.isfile(full) and full not in seen:
+            _check_yaml_config(full, seen + (path, ))
+
+
+def read_config(path: str) -> Config:
+    """``Config.fromfile(path)`` for the package's tools and drivers, with two checks
+    first: ``path`` is an existing file (a folder or a missing path is named as such), and
+    a YAML config holds no tag that runs code (:func:`_check_yaml_config`). ``.py``
+    configs are code by design and are read as MMEngine reads them.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a folder, or a refused or invalid YAML config.
+    """
+    if osp.isdir(path):
+        raise ValueError(f'config {path!r} is a folder, not a config file')
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config {path!r} does not exist')
+    if path.lower().endswith(YAML_SUFFIXES):
+        _check_yaml_config(osp.abspath(path))
+    return Config.fromfile(path)
+
+
 # ----------------------------------------------------------------------------- the tools
 
 def _load(config: str, cfg_options: Optional[dict], launcher: str) -> Config:
-    cfg = Config.fromfile(config)
+    cfg = read_config(config)
     cfg.launcher = launcher
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
@@ -281,7 +337,11 @@ def _set_work_dir(cfg: Config, config: str, work_dir: Optional[str]) -> None:
 
 
 def _check_checkpoint(path: str, what: str) -> None:
-    if '://' not in path and not osp.isfile(path):
+    if '://' in path:
+        return
+    if osp.isdir(path):
+        raise ValueError(f'{what} {path!r} is a folder, not a checkpoint file')
+    if not osp.isfile(path):
         raise FileNotFoundError(f'{what} {path!r} does not exist')
 
 

@@ -30,7 +30,9 @@ OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options (the robustness ones made from ``RobustnessOptions``)."""
-    parser = argparse.ArgumentParser(
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(
         description='train on fractions of the training set with several seeds; evaluate '
         'robustness and calibration of each')
     parser.add_argument('configs', nargs='+', metavar='CFG',
@@ -62,4 +64,5 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

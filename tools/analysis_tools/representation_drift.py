@@ -14,6 +14,7 @@ row (its tokens mean-pooled); ``--representation token`` compares spatial tokens
 :func:`reobench_mm.robustness.drift.representation_drift`.
 """
 import argparse
+import sys
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -23,7 +24,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     from reobench_mm.evaluation.functional.representation import PR_CONVENTIONS
     from reobench_mm.robustness.drift import REPRESENTATIONS
 
-    parser = argparse.ArgumentParser(
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(
         description="Compare a backbone's features on clean and corrupted test images")
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file (loaded strictly)')
@@ -90,4 +93,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

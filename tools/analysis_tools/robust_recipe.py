@@ -27,7 +27,9 @@ OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options (the robustness ones made from ``RobustnessOptions``)."""
-    parser = argparse.ArgumentParser(
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(
         description='train a plain and a corruption-aware config with several seeds; '
         'compare them on corruptions held out from training')
     parser.add_argument('plain', metavar='PLAIN_CFG', help='the plain training config')
@@ -59,4 +61,5 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

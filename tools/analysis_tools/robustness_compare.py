@@ -23,7 +23,9 @@ from reobench_mm.analysis.effective_robustness import FIT_SPACES
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options."""
-    parser = argparse.ArgumentParser(
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(
         description='rank stability and effective robustness across several models')
     parser.add_argument('results', nargs='+', help='results.json files, one per model')
     parser.add_argument('--names', nargs='+', help='model names, one per results file')
@@ -91,4 +93,5 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

@@ -18,7 +18,9 @@ from reobench_mm.analysis.tables import comparison_markdown, write_comparison
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description='robustness table of several models')
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description='robustness table of several models')
     parser.add_argument('results', nargs='+', help='results.json files')
     parser.add_argument('--names', nargs='+', help='row names, one per file')
     parser.add_argument('--out', help='Markdown output file (default: stdout)')
@@ -46,4 +48,5 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

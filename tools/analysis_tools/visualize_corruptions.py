@@ -38,7 +38,9 @@ def read_polygons(path: str) -> np.ndarray:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description='grid of corruptions x severities')
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description='grid of corruptions x severities')
     parser.add_argument('image')
     parser.add_argument('--ann', help='Potsdam label .png, DIOR-R .xml or DOTA .txt')
     parser.add_argument('--protocol', default='reobench',
@@ -56,37 +58,32 @@ def main() -> None:
     args = parse_args()
     image = cv2.imread(args.image, cv2.IMREAD_COLOR)
     if image is None:
-        sys.exit(f'error: cannot read image {args.image}')
+        raise OSError(f'cannot read image {args.image} (missing, or not an image OpenCV reads)')
     image = image[..., ::-1].copy()
     label_map = polygons = None
     if args.ann:
         if not osp.isfile(args.ann):
-            sys.exit(f'error: annotation file {args.ann} does not exist')
+            raise FileNotFoundError(f'annotation file {args.ann} does not exist')
         if args.ann.endswith('.png'):
             label_map = cv2.imread(args.ann, cv2.IMREAD_UNCHANGED)
             if label_map is None or label_map.shape != image.shape[:2]:
-                sys.exit(f'error: {args.ann} is not a label map of the image size')
+                raise ValueError(f'{args.ann} is not a label map of the image size')
         elif args.ann.endswith(('.xml', '.txt')):
             polygons = read_polygons(args.ann)
         else:
-            sys.exit('error: --ann must be a .png label map, a DIOR-R .xml or a DOTA .txt')
-    try:
-        names = resolve_corruptions(args.corruptions, args.protocol)
-    except KeyError as err:
-        sys.exit(f'error: {err.args[0]}')
+            raise ValueError('--ann must be a .png label map, a DIOR-R .xml or a DOTA .txt')
+    names = resolve_corruptions(args.corruptions, args.protocol)
     grid = corruption_grid(image, args.protocol, names, seed=args.seed,
                            key=osp.basename(args.image), tile_size=args.tile_size,
                            label_map=label_map, polygons=polygons)
     suffix = osp.splitext(args.out)[1] or '.png'
     encoded, data = cv2.imencode(suffix, np.ascontiguousarray(grid[..., ::-1]))
     if not encoded:
-        sys.exit(f'error: cannot encode the grid as {suffix} for {args.out}')
-    try:
-        atomic_write_bytes(args.out, data.tobytes())
-    except OSError as error:
-        sys.exit(f'error: cannot write {args.out}: {error}')
+        raise ValueError(f'cannot encode the grid as {suffix} for {args.out}')
+    atomic_write_bytes(args.out, data.tobytes())
     print(f'wrote {args.out} ({len(names)} corruptions x clean + 5 severities)')
 
 
 if __name__ == '__main__':
-    main()
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

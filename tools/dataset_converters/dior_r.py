@@ -16,7 +16,9 @@ from reobench_mm.datasets.converters.dior_r import convert_dior_r
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('src', help='extracted DIOR / DIOR-R release')
     parser.add_argument('-o', '--out-dir', default=osp.join('data', 'dior_r'),
                         help='output root (default: data/dior_r)')
@@ -45,4 +47,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

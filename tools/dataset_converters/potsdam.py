@@ -17,7 +17,9 @@ from reobench_mm.datasets.converters.potsdam import convert_potsdam
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('src', help='folder with the official zips or extracted folders')
     parser.add_argument('-o', '--out-dir', default=osp.join('data', 'potsdam'),
                         help='output root (default: data/potsdam)')
@@ -57,4 +59,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

@@ -16,6 +16,7 @@ the backbone config. A checkpoint of another architecture or size is an error na
 the first mismatching keys or shapes.
 """
 import argparse
+import sys
 
 from mmengine.config import DictAction
 
@@ -23,7 +24,9 @@ from reobench_mm.models.backbones.convert import backbone_cfg_from_arch, convert
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('src', help='official checkpoint file')
     parser.add_argument('dst', help='where to write the converted checkpoint')
     parser.add_argument('--arch', required=True,
@@ -48,4 +51,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))

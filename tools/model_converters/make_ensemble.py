@@ -23,7 +23,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from reobench_mm.utils.cli import ToolArgumentParser
+
+    parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('members', nargs='+', metavar='CONFIG CHECKPOINT',
                         help='k >= 2 pairs: config file of a member, then its checkpoint')
     parser.add_argument('--out', required=True, help='where to write the ensemble checkpoint')
@@ -55,10 +57,10 @@ def make_ensemble(members: Sequence[Tuple[str, str]], out: str,
             data preprocessors or (for ``out_config``) test pipelines, detectors.
     """
     import torch
-    from mmengine.config import Config
     from mmengine.registry import DefaultScope
 
     import reobench_mm  # noqa: F401  (registration)
+    from reobench_mm.utils.config import read_config
     from reobench_mm.engine.checkpoint import (REVISE_KEYS, checkpoint_state_dict,
                                                load_checkpoint_strict, read_checkpoint)
     from reobench_mm.fileio import atomic_open, file_sha256
@@ -69,7 +71,7 @@ def make_ensemble(members: Sequence[Tuple[str, str]], out: str,
     for config, checkpoint in members:
         if not osp.isfile(config):
             raise FileNotFoundError(f'config {config!r} does not exist')
-    configs = [Config.fromfile(config) for config, _ in members]
+    configs = [read_config(config) for config, _ in members]
     scopes = [cfg.get('default_scope') for cfg in configs]
     if len(set(scopes)) != 1:
         raise ValueError(f'the member configs have different default scopes {scopes}; an '
@@ -145,4 +147,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    from reobench_mm.utils.cli import run_tool
+    sys.exit(run_tool(main))
