@@ -20,8 +20,8 @@ os.environ.setdefault('OMP_NUM_THREADS', '1')
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
-from reobench_mm.corruptions import corrupt, list_corruptions  # noqa: E402
-from reobench_mm.corruptions.noise import fractal_perlin, perlin_per_pixel  # noqa: E402
+from reobench_corruptions import corrupt, list_corruptions  # noqa: E402
+from reobench_corruptions.noise import fractal_perlin, perlin_per_pixel  # noqa: E402
 
 TARGET_MS, TARGET_TOTAL_MS = 10.0, 40.0
 

@@ -46,14 +46,14 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ------------------------------------------------------------------------- case process
 def _import_engine(package_root: str):
-    """``reobench_mm.corruptions`` from ``package_root`` without running the plugin's
+    """``reobench_corruptions`` from ``package_root`` without running the plugin's
     ``__init__`` (no torch/OpenMMLab import: a small, steady resident set)."""
     import importlib
     import types
     package = types.ModuleType('reobench_mm')
     package.__path__ = [os.path.join(package_root, 'reobench_mm')]
     sys.modules['reobench_mm'] = package
-    return importlib.import_module('reobench_mm.corruptions')
+    return importlib.import_module('reobench_corruptions')
 
 
 def _memory_kib() -> Dict[str, int]:

@@ -65,7 +65,7 @@ def train(data_root, work_dir, iters):
 
 def main():
     args = parse_args()
-    from reobench_mm.corruptions.condition import CLEAN
+    from reobench_corruptions.condition import CLEAN
     from reobench_mm.robustness.sweep import RobustnessSweep
     if not osp.isdir(args.data_root):
         sys.exit(f'no demo data at {args.data_root}; run tools/make_demo_data.py first')

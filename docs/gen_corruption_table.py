@@ -6,7 +6,7 @@
 
 The tables sit between the two marker lines ``BEGIN_MARKER`` and ``END_MARKER`` in
 docs/corruptions.md. ``tests/test_docs.py`` fails when they differ from what
-:func:`corruption_tables` builds from ``reobench_mm.corruptions``.
+:func:`corruption_tables` builds from ``reobench_corruptions``.
 """
 import argparse
 import os.path as osp
@@ -30,7 +30,7 @@ def format_value(value: Any) -> str:
 
 def protocol_table(protocol: str) -> List[str]:
     """Markdown lines: one row per corruption of ``protocol``, in registry order."""
-    from reobench_mm.corruptions import get_corruption, list_corruptions
+    from reobench_corruptions import get_corruption, list_corruptions
     lines = ['| name | category | parameter | 1 | 2 | 3 | 4 | 5 | options | uint8 path |',
              '|---|---|---|---|---|---|---|---|---|---|']
     for name in list_corruptions(protocol):
@@ -45,7 +45,7 @@ def protocol_table(protocol: str) -> List[str]:
 
 def corruption_tables() -> str:
     """The generated block, markers included."""
-    from reobench_mm.corruptions import PROTOCOLS
+    from reobench_corruptions import PROTOCOLS
     lines = [BEGIN_MARKER, '']
     for protocol in PROTOCOLS:
         lines += [f'Protocol `{protocol}` (severities 1-5; severity 0 is the clean image):', '']

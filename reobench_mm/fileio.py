@@ -39,7 +39,7 @@ from mmengine.logging import HistoryBuffer
 
 from .errors import CheckpointError, UnsafeCheckpointError
 
-__all__ = ['atomic_open', 'atomic_write_text', 'atomic_write_bytes', 'dump_json_atomic',
+__all__ = ['plain_float', 'atomic_open', 'atomic_write_text', 'atomic_write_bytes', 'dump_json_atomic',
            'file_sha256', 'read_json', 'finite_or_none', 'json_round_trip', 'nan_to_null',
            'current_umask',
            'new_file_mode', 'TRUST_ENV_VAR', 'MMENGINE_CHECKPOINT_GLOBALS',
@@ -180,6 +180,21 @@ def read_json(path: str) -> Tuple[Any, Optional[str]]:
         return None, f'cannot be read ({error.strerror or error})'
     except ValueError as error:  # includes UnicodeDecodeError
         return None, f'is not valid JSON ({error})'
+
+
+def plain_float(value: Any) -> float:
+    """``value`` as a Python float. A half- or single-precision value (a numpy scalar or
+    0-d array, or a one-element tensor) becomes the shortest decimal that reads back as
+    the same value in its own precision, so that files and tables show the number the
+    metric computed: ``np.float32(58.1)`` gives ``58.1``, not ``58.099998474121094``
+    (which is the same float32, printed in double precision)."""
+    if hasattr(value, 'detach'):  # a tensor
+        value = value.detach().cpu().numpy()
+    dtype = getattr(value, 'dtype', None)
+    if dtype is not None and dtype in (np.float16, np.float32):
+        # numpy's str of a float32 scalar is its shortest round-trip decimal
+        return float(str(np.asarray(value, dtype).reshape(())[()]))
+    return float(value)
 
 
 def finite_or_none(value: Any) -> Optional[float]:

@@ -80,6 +80,28 @@ def train_checkpoint(config: str, data_root: str, work_dir: str, iters: int) -> 
     return checkpoint
 
 
+def load_tool(relative_path: str):
+    """A tool under ``tools/`` (e.g. ``'analysis_tools/robustness_table.py'``) as a module,
+    to call its ``main`` in the test's process."""
+    import importlib.util
+    name = osp.splitext(osp.basename(relative_path))[0]
+    spec = importlib.util.spec_from_file_location(
+        name, osp.join(PROJECT_ROOT, 'tools', relative_path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def toolbox_file(package: str, *parts: str) -> str:
+    """A file shipped in an installed toolbox (``mmseg/.mim/tools/test.py``...); the test is
+    skipped when the package was installed without its ``.mim`` files."""
+    module = __import__(package)
+    path = osp.join(osp.dirname(module.__file__), '.mim', *parts)
+    if not osp.isfile(path):
+        pytest.skip(f'{package} was installed without its .mim files ({path} is absent)')
+    return path
+
+
 def free_port() -> int:
     """A free TCP port on localhost (for a process group's rendezvous)."""
     with socket.socket() as sock:

@@ -9,8 +9,8 @@ from mmcv.transforms import Compose
 from mmdet.structures.bbox import HorizontalBoxes
 from mmrotate.structures.bbox import QuadriBoxes, RotatedBoxes
 
-from reobench_mm.corruptions import corrupt, corrupt_geometric
-from reobench_mm.corruptions.appearance import jpeg_round_trip
+from reobench_corruptions import corrupt, corrupt_geometric
+from reobench_corruptions.appearance import jpeg_round_trip
 from reobench_mm.transforms import ApplyCorruption, move_boxes
 
 
@@ -273,7 +273,7 @@ def _input_kinds():
 def test_every_corruption_on_every_kind_of_input(protocol):
     """A documented result for every dtype, band count and memory layout: the same
     shape and dtype back, the input never modified, equal to the contiguous input's."""
-    from reobench_mm.corruptions import list_corruptions
+    from reobench_corruptions import list_corruptions
     for name in list_corruptions(protocol):
         for kind, image, options in _input_kinds():
             before = image.copy()

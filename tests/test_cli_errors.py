@@ -1,6 +1,6 @@
 """The error convention of the command-line tools: a bad input or a refused run ends with
 one line on stderr, ``error: ...``, and exit status 2, never a traceback
-(``reobench_mm.utils.cli``); ``REOBENCH_DEBUG=1`` shows the traceback.
+(``reobench_cli``); ``REOBENCH_DEBUG=1`` shows the traceback.
 
 Every tool under ``tools/`` is run in this process with a bad input of its own (a missing,
 empty or truncated file, a bad value), and a few cases end to end in subprocesses."""
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from reobench_mm.utils.cli import DEBUG_ENV_VAR, run_tool
+from reobench_cli import DEBUG_ENV_VAR, run_tool
 
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
 
@@ -219,3 +219,37 @@ def test_a_misplaced_training_corruption_in_a_worker_is_one_line(demo_data, tmp_
     assert 'Traceback' not in result.stderr
     assert lines[-1].startswith('error: in a data-loader worker: RandomCorruption (drawn: ')
     assert 'resized, cropped or padded' in lines[-1]
+
+
+#: Tools whose --help needs no OpenMMLab: their options are plain arguments. (The sweep,
+#: data-budget, recipe, drift and comparison tools build their options from the package's
+#: option definitions, and the demo is a driver: their --help imports the plugin.)
+LIGHT_HELP_TOOLS = ('test.py', 'train.py', 'robustness_merge.py', 'make_demo_data.py',
+                    'analysis_tools/robustness_table.py',
+                    'analysis_tools/visualize_corruptions.py',
+                    'dataset_converters/potsdam.py', 'dataset_converters/dior_r.py',
+                    'model_converters/convert_checkpoint.py',
+                    'model_converters/make_ensemble.py')
+
+
+def test_help_of_the_plain_tools_imports_no_openmmlab():
+    """``--help`` answers in about a second: no torch, no OpenMMLab, no plugin import
+    (mmseg's own tools/test.py --help imports torch and takes about 3 s)."""
+    script = (
+        'import runpy, sys\n'
+        'tool = sys.argv[1]\n'
+        'sys.argv = [tool, "--help"]\n'
+        'try:\n'
+        '    runpy.run_path(tool, run_name="__main__")\n'
+        'except SystemExit as stop:\n'
+        '    assert stop.code in (0, None), stop.code\n'
+        'heavy = [m for m in ("torch", "mmengine.runner", "mmcv", "mmseg", "mmdet", '
+        '"mmrotate", "reobench_mm", "scipy", "matplotlib") if m in sys.modules]\n'
+        'print("HEAVY", heavy)\n')
+    for tool in LIGHT_HELP_TOOLS:
+        result = subprocess.run(
+            [sys.executable, '-c', script, osp.join(PROJECT_ROOT, 'tools', tool)],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, (tool, result.stderr[-2000:])
+        assert 'usage:' in result.stdout, tool
+        assert 'HEAVY []' in result.stdout, (tool, result.stdout.splitlines()[-1])

@@ -6,7 +6,7 @@ from dataclasses import FrozenInstanceError
 import numpy as np
 import pytest
 
-from reobench_mm.corruptions import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
+from reobench_corruptions import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
 from reobench_mm.utils.config import check_corruption_args, corruption_tag
 
 
@@ -88,6 +88,27 @@ def test_known_tags_and_keys():
     assert Condition('rotate', 2, seed=1, border='constant').tag == 'rotate_s2_constant_seed1'
     assert Condition('haze', 2, border='constant').tag == 'haze_s2'
     assert Condition('cloud', 3).key == 'cloud@3' and CLEAN.key == 'clean'
+
+
+def test_tags_are_safe_names_and_keys_read_back():
+    """Tags name files and logger keys (TensorBoard replaces anything but letters, digits,
+    '_', '-', '.' and '/' in a tag): every condition of both protocols, with every
+    setting, has such a tag, unique among them; every key reads back as its condition."""
+    import re
+    from reobench_corruptions import list_corruptions
+    tags = set()
+    for protocol in ('reobench', 'geofm_calibration'):
+        for name in list_corruptions(protocol):
+            for severity in range(1, 6):
+                for seed, border in ((0, 'reflect'), (3, 'constant')):
+                    condition = Condition(name, severity, seed=seed, protocol=protocol,
+                                          border=border)
+                    assert re.fullmatch(r'[A-Za-z0-9_.-]+', condition.tag), condition.tag
+                    tags.add(condition.tag)
+                    assert Condition.from_key(condition.key, protocol=protocol, seed=seed,
+                                              border=border) == condition
+    assert len(tags) == 2 * 5 * sum(len(list_corruptions(p))
+                                    for p in ('reobench', 'geofm_calibration'))
 
 
 def test_bad_keys_and_settings():

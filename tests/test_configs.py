@@ -58,7 +58,7 @@ def test_segmentation_config_builds_and_trains_one_step(path):
     assert cfg.test_cfg.type == 'CorruptionTestLoop'
     names = [transform_name(t) for t in cfg.test_dataloader.dataset.pipeline]
     for geometric in (False, True):
-        assert corruption_position(names, geometric) == names.index('Resize')
+        assert corruption_position(names) == names.index('Resize')
     init_default_scope(cfg.default_scope)
     _narrow_backbone(cfg, 64)
     model_cfg = copy.deepcopy(cfg.model)
@@ -103,7 +103,7 @@ def test_detection_config_builds_and_trains_one_step(path):
     assert cfg.test_cfg.type == 'CorruptionTestLoop'
     names = [transform_name(t) for t in cfg.test_dataloader.dataset.pipeline]
     for geometric in (False, True):
-        assert corruption_position(names, geometric) == names.index('ConvertBoxType') + 1 \
+        assert corruption_position(names) == names.index('ConvertBoxType') + 1 \
             == names.index('Resize')
     init_default_scope(cfg.default_scope)
     _narrow_backbone(cfg, 128)

@@ -12,16 +12,16 @@ import cv2
 import numpy as np
 import pytest
 
-from reobench_mm.corruptions import (PROTOCOLS, GeometricTransform, check_ignore_index,
+from reobench_corruptions import (PROTOCOLS, GeometricTransform, check_ignore_index,
                                      check_image, check_max_value, check_seed, corrupt,
                                      corrupt_geometric, full_scale, get_corruption,
                                      list_corruptions, make_rng, resolve_corruptions)
-from reobench_mm.corruptions import base as engine_base
-from reobench_mm.corruptions.appearance import (CLOUD_BRIGHTNESS, CLOUD_CELL_PIXELS,
+from reobench_corruptions import base as engine_base
+from reobench_corruptions.appearance import (CLOUD_BRIGHTNESS, CLOUD_CELL_PIXELS,
                                                 CLOUD_CORE_DEPTH, SHADOW_DARKENING,
                                                 SHADOW_OFFSET_FRACTION, cloud_shadow_layers)
-from reobench_mm.corruptions.base import from_float, row_tiles, to_float
-from reobench_mm.corruptions.noise import fractal_perlin, fractal_perlin_field
+from reobench_corruptions.base import from_float, row_tiles, to_float
+from reobench_corruptions.noise import fractal_perlin, fractal_perlin_field
 
 ALL = [(p, n) for p in PROTOCOLS for n in list_corruptions(p)]
 GEOMETRIC = list_corruptions('reobench', 'geometric')

@@ -6,13 +6,13 @@ import cv2
 import numpy as np
 import pytest
 
-from reobench_mm.corruptions import (corrupt, corrupt_geometric, get_corruption,
+from reobench_corruptions import (corrupt, corrupt_geometric, get_corruption,
                                      list_corruptions, resolve_corruptions)
-from reobench_mm.corruptions.appearance import (cloud_opacity, cloud_shadow_layers,
+from reobench_corruptions.appearance import (cloud_opacity, cloud_shadow_layers,
                                                 data_gap_mask, gaussian_noise_uint8,
                                                 reobench_motion_kernel,
                                                 rounded_gaussian_alias_table)
-from reobench_mm.corruptions.base import UINT8_RELATIONS, make_rng
+from reobench_corruptions.base import UINT8_RELATIONS, make_rng
 
 ALL = [(p, n) for p in ('reobench', 'geofm_calibration') for n in list_corruptions(p)]
 STOCHASTIC = {'gaussian_noise', 'salt_pepper_noise', 'data_gaps', 'cloud', 'translate',
@@ -198,6 +198,20 @@ def test_cloud_cover_is_far_below_the_density():
     covers = {severity: np.mean([corrupt(black, 'cloud', severity, key=f'img_{k}.png').mean()
                                  / 0.9 for k in range(10)]) for severity in (1, 5)}
     assert 0.003 < covers[1] < 0.02 and 0.08 < covers[5] < 0.18, covers
+
+
+def test_each_severity_draws_its_own_cloud():
+    """The severity is part of the seed: per image the covers of severities 4 and 5 are
+    uncorrelated and severity 5 covers less in about 30 % of the images (docs), while the
+    mean cover grows; the same key and seed give the same cloud (common to all models)."""
+    black = np.zeros((256, 256, 1), np.float32)
+    covers = {s: np.array([corrupt(black, 'cloud', s, seed=0, key=f'img_{k}').mean() / 0.9
+                           for k in range(200)]) for s in (4, 5)}
+    assert covers[5].mean() > covers[4].mean()
+    assert 0.2 < np.mean(covers[5] < covers[4]) < 0.4
+    assert abs(np.corrcoef(covers[4], covers[5])[0, 1]) < 0.2
+    np.testing.assert_array_equal(corrupt(black, 'cloud', 5, seed=0, key='img_3'),
+                                  corrupt(black, 'cloud', 5, seed=0, key='img_3'))
 
 
 def test_cloud_shadow_cover_within_two_percent():
@@ -454,7 +468,7 @@ def test_translate_is_an_exact_diagonal_shift(border):
 def test_same_bits_in_another_process():
     image = _image()
     here = corrupt(image, 'cloud', 4, seed=3, key='scene.png')
-    code = ('import numpy as np, sys; from reobench_mm.corruptions import corrupt; '
+    code = ('import numpy as np, sys; from reobench_corruptions import corrupt; '
             'img = np.load(sys.argv[1]); '
             'sys.stdout.buffer.write(corrupt(img, "cloud", 4, seed=3, key="scene.png")'
             '.tobytes())')
@@ -509,7 +523,7 @@ def test_bad_images(image, match):
 
 @pytest.mark.parametrize('period', [200, 25, 6.25, 3])
 def test_separable_perlin_equals_per_pixel_perlin(period):
-    from reobench_mm.corruptions.noise import perlin, perlin_per_pixel
+    from reobench_corruptions.noise import perlin, perlin_per_pixel
     fast = perlin(37, 53, period, np.random.default_rng(4))
     slow = perlin_per_pixel(37, 53, period, np.random.default_rng(4))
     np.testing.assert_allclose(fast, slow, atol=2e-6)
@@ -565,7 +579,7 @@ def test_uint8_gaussian_noise_draws_the_rounded_normal_exactly(sigma):
 
 
 def test_fractal_perlin_is_the_sum_of_per_pixel_octaves():
-    from reobench_mm.corruptions.noise import fractal_perlin, perlin_per_pixel
+    from reobench_corruptions.noise import fractal_perlin, perlin_per_pixel
     fast = fractal_perlin(45, 70, 40, np.random.default_rng(9))
     rng = np.random.default_rng(9)
     slow = sum(0.5**o * perlin_per_pixel(45, 70, 40 / 2**o, rng) for o in range(6))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import warnings
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -17,23 +18,17 @@ from mmengine.config import Config
 from mmengine.registry import DATASETS, DefaultScope
 
 import reobench_mm  # noqa: F401  (registration)
-from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together, train_checkpoint
+from conftest import (PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together, toolbox_file,
+                      train_checkpoint)
 from reobench_mm.utils.config import get_test_pipelines, insert_corruption, prepare_test_config
 from reobench_mm.transforms import ApplyCorruption
 from reobench_mm.transforms.placement import (Placement, corruption_position,
-                                              is_valid_position, place_corruption)
+                                              is_valid_position, label_step_position,
+                                              place_corruption)
 
 SITE = osp.dirname(osp.dirname(reobench_mm.__file__))
 TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
 
-
-def _toolbox_file(package: str, *parts: str) -> str:
-    """A file shipped in an installed toolbox (``mmseg/.mim/tools/test.py``...)."""
-    module = __import__(package)
-    path = osp.join(osp.dirname(module.__file__), '.mim', *parts)
-    if not osp.isfile(path):
-        pytest.skip(f'{package} was installed without its .mim files ({path} is absent)')
-    return path
 
 
 def _types(pipeline):
@@ -50,34 +45,51 @@ PROJECT_ROT = ['LoadImageFromFile', 'LoadAnnotations', 'ConvertBoxType', 'Resize
                'PackDetInputs']
 
 
-@pytest.mark.parametrize('names,appearance,geometric', [
-    (STOCK_SEG, 1, 3),  # pixel corruptions before Resize; geometric after the labels
+@pytest.mark.parametrize('names,image,labels', [
+    (STOCK_SEG, 1, 3),  # the image before Resize; geometric labels after their loading
     (STOCK_ROT, 1, 4),
-    (PROJECT_ROT, 3, 3),  # annotations first: one place serves both
-    (['LoadImageFromFile', 'Resize', 'PackDetInputs'], 1, 1),  # unlabelled test images
-    (['LoadImageFromNDArray', 'PackSegInputs'], 1, 1),
+    (PROJECT_ROT, 3, None),  # annotations first: the image step moves them
+    (['LoadImageFromFile', 'Resize', 'PackDetInputs'], 1, None),  # unlabelled test images
+    (['LoadImageFromNDArray', 'PackSegInputs'], 1, None),
 ])
-def test_position_rules(names, appearance, geometric):
-    assert corruption_position(names, geometric=False) == appearance
-    assert corruption_position(names, geometric=True) == geometric
-    assert is_valid_position(names, appearance, geometric=False)
-    assert is_valid_position(names, geometric, geometric=True)
+def test_position_rules(names, image, labels):
+    assert corruption_position(names) == image
+    assert label_step_position(names) == labels
+    assert is_valid_position(names, image, geometric=False)
+    assert is_valid_position(names, image, geometric=True)
     with pytest.raises(ValueError, match='no image-loading step'):
-        corruption_position(['Resize', 'PackSegInputs'], geometric=True)
+        corruption_position(['Resize', 'PackSegInputs'])
+
+
+def _label_step():
+    return dict(type='ApplyCorruptionToLabels')
 
 
 def test_misplaced_steps_are_moved_and_described():
-    # the natural place in a stock pipeline (right after image loading) is wrong for a
-    # geometric corruption: the labels are loaded after Resize
+    # in a stock pipeline the image part goes right after image loading, and the label
+    # part of a geometric corruption after the annotation loading (after Resize)
     pipeline = [dict(type=n) for n in STOCK_SEG]
-    pipeline.insert(1, dict(type='ApplyCorruption', corruption='rotate', severity=5))
-    step, placement = place_corruption(pipeline, True, dict)
-    assert _types(pipeline) == ['LoadImageFromFile', 'Resize', 'LoadAnnotations',
-                                'ApplyCorruption', 'PackSegInputs']
-    assert step['corruption'] == 'rotate' and placement.moved_from == 1
+    pipeline.insert(3, dict(type='ApplyCorruption', corruption='rotate', severity=5))
+    step, placement = place_corruption(pipeline, True, dict, make_label_step=_label_step)
+    assert _types(pipeline) == ['LoadImageFromFile', 'ApplyCorruption', 'Resize',
+                                'LoadAnnotations', 'ApplyCorruptionToLabels', 'PackSegInputs']
+    assert step['corruption'] == 'rotate' and step['labels_later'] is True
+    assert placement.moved_from == 3 and placement.label_index == 4
     text = placement.describe()
-    assert 'after LoadAnnotations, before PackSegInputs (step 4 of 5)' in text
-    assert 'moved from step 2' in text and 'runs after Resize' in text
+    assert 'after LoadImageFromFile, before Resize (step 2 of 6)' in text
+    assert 'moved from step 4' in text
+    assert 'moved by ApplyCorruptionToLabels after LoadAnnotations (step 5)' in text
+    # placed again: nothing moves, the one label step stays
+    again = list(pipeline)
+    _, placement = place_corruption(pipeline, True, dict, make_label_step=_label_step)
+    assert pipeline == again and placement.moved_from is None
+    # in this project's order (annotations first) the image step moves the labels itself
+    pipeline = [dict(type=n) for n in PROJECT_ROT]
+    step, placement = place_corruption(pipeline, True, lambda: dict(type='ApplyCorruption'),
+                                       make_label_step=_label_step)
+    assert _types(pipeline) == ['LoadImageFromFile', 'LoadAnnotations', 'ConvertBoxType',
+                                'ApplyCorruption', 'Resize', 'PackDetInputs']
+    assert 'labels_later' not in step and placement.label_index is None
     # a pixel corruption after Resize goes back in front of it
     pipeline = [dict(type=n) for n in STOCK_SEG]
     pipeline.insert(3, dict(type='ApplyCorruption'))
@@ -117,6 +129,33 @@ def test_geometric_corruption_before_annotation_loading_is_refused():
     step(_sample(instances=[]))
     with pytest.raises(RuntimeError, match='cannot move'):
         step(_sample(gt_masks=object()))
+
+
+def test_the_label_part_moves_labels_loaded_later_as_one_step_would():
+    """ApplyCorruption(labels_later=True) then ApplyCorruptionToLabels (the labels loaded
+    between them, at the original size): the same image and labels as one step on a sample
+    whose labels were loaded first; a label map resized in between is refused."""
+    from reobench_mm.transforms import ApplyCorruptionToLabels
+    labels = np.random.default_rng(1).integers(0, 6, (32, 48), dtype=np.uint8)
+    for name, severity in (('rotate', 3), ('scale', 5), ('translate', 4)):
+        one = ApplyCorruption(name, severity, ignore_index=5)(
+            _sample(gt_seg_map=labels.copy(), seg_fields=['gt_seg_map']))
+        first = ApplyCorruption(name, severity, ignore_index=5, labels_later=True)(
+            _sample(seg_map_path='/data/ann_0.png'))
+        assert 'corruption_geometry' in first
+        first.update(gt_seg_map=labels.copy(), seg_fields=['gt_seg_map'])  # loaded now
+        two = ApplyCorruptionToLabels()(first)
+        assert 'corruption_geometry' not in two
+        np.testing.assert_array_equal(two['img'], one['img'])
+        np.testing.assert_array_equal(two['gt_seg_map'], one['gt_seg_map'])
+        assert (two['gt_seg_map'] == 5).any()  # the padding is the ignored label
+    # nothing recorded (clean, pixel corruptions): the label part does nothing
+    untouched = ApplyCorruptionToLabels()(dict(gt_seg_map=labels))
+    assert untouched['gt_seg_map'] is labels
+    first = ApplyCorruption('rotate', 3, labels_later=True)(_sample())
+    first['gt_seg_map'] = np.zeros((64, 96), np.uint8)
+    with pytest.raises(RuntimeError, match='a step between resized the labels'):
+        ApplyCorruptionToLabels()(first)
 
 
 def test_corruption_of_a_resized_image_is_refused():
@@ -198,14 +237,23 @@ def test_stock_mmseg_pipeline_never_gives_a_silent_wrong_number(demo_data, tmp_p
     with pytest.raises(RuntimeError, match='before the annotations are loaded'):
         _build(naive, 'mmseg')[0]
 
-    # placed by the package: after LoadAnnotations, and refused at run time because
-    # mmseg's Resize changed the image before it
-    cfg = _stock_dataset(tmp_path, base, 'mmseg', root)
-    insert_corruption(cfg, 'rotate', 5)
-    assert _types(cfg.test_dataloader.dataset.pipeline) == [
-        'LoadImageFromFile', 'Resize', 'LoadAnnotations', 'ApplyCorruption', 'PackSegInputs']
-    with pytest.raises(RuntimeError, match='256x256|resized'):
-        _build(cfg, 'mmseg')[0]
+    # placed by the package: the image before mmseg's Resize (to 512), the labels after
+    # their loading, both at the original size; the labels are scored at that size
+    samples = {}
+    for name, severity in (('clean', 0), ('rotate', 5)):
+        cfg = _stock_dataset(tmp_path, base, 'mmseg', root)
+        insert_corruption(cfg, name, severity)
+        if name == 'rotate':
+            assert _types(cfg.test_dataloader.dataset.pipeline) == [
+                'LoadImageFromFile', 'ApplyCorruption', 'Resize', 'LoadAnnotations',
+                'ApplyCorruptionToLabels', 'PackSegInputs']
+        samples[name] = _build(cfg, 'mmseg')[0]
+    clean, moved = samples['clean'], samples['rotate']
+    assert tuple(moved['inputs'].shape[1:]) == (512, 512)
+    labels = moved['data_samples'].gt_sem_seg.data[0].numpy()
+    assert labels.shape == (256, 256)
+    np.testing.assert_array_equal(  # an independent rotation of the original-size labels
+        labels[1:], np.rot90(clean['data_samples'].gt_sem_seg.data[0].numpy())[:-1])
 
     # a pixel corruption goes before Resize and works whatever the resize
     cfg = _stock_dataset(tmp_path, base, 'mmseg', root)
@@ -220,7 +268,6 @@ def test_stock_mmseg_pipeline_never_gives_a_silent_wrong_number(demo_data, tmp_p
     # numpy's rot90 shifted down by one row (the first row is the reflected border)
     def keep_size(cfg):
         _set_resize(cfg, (256, 256))
-    samples = {}
     for name, severity in (('clean', 0), ('rotate', 5)):
         cfg = _stock_dataset(tmp_path, base, 'mmseg', root, keep_size)
         insert_corruption(cfg, name, severity)
@@ -254,11 +301,13 @@ def test_stock_mmrotate_pipeline_moves_the_boxes(demo_data, tmp_path):
     samples = {}
     for name, severity in (('clean', 0), ('rotate', 5)):
         cfg = _stock_dataset(tmp_path, base, 'mmrotate', root, to_demo)
+        _set_resize(cfg, (512, 512))  # the stock resize changes the image: still exact
         insert_corruption(cfg, name, severity)
         if name == 'rotate':
             assert _types(cfg.test_dataloader.dataset.pipeline) == [
-                'mmdet.LoadImageFromFile', 'mmdet.Resize', 'mmdet.LoadAnnotations',
-                'ConvertBoxType', 'ApplyCorruption', 'mmdet.PackDetInputs']
+                'mmdet.LoadImageFromFile', 'ApplyCorruption', 'mmdet.Resize',
+                'mmdet.LoadAnnotations', 'ConvertBoxType', 'ApplyCorruptionToLabels',
+                'mmdet.PackDetInputs']
         samples[name] = _build(cfg, 'mmrotate')[0]
     clean, moved = (samples[k]['data_samples'] for k in ('clean', 'rotate'))
     assert len(clean.gt_instances) > 0
@@ -275,6 +324,22 @@ def test_stock_mmrotate_pipeline_moves_the_boxes(demo_data, tmp_path):
     distances = torch.cdist(got, expected)
     assert distances.min(-1).values.max() < 0.02 and distances.min(-2).values.max() < 0.02
     assert moved.gt_instances.labels.tolist() == clean.gt_instances.labels.tolist()
+
+    # scale and translate: the boxes at the original size moved by the transform the
+    # engine gives the original image (not the resized one)
+    from reobench_corruptions import corrupt_geometric
+    image = cv2.imread(clean.metainfo['img_path'], cv2.IMREAD_COLOR)
+    key = osp.basename(clean.metainfo['img_path'])
+    for name, severity in (('scale', 5), ('translate', 3)):
+        cfg = _stock_dataset(tmp_path, base, 'mmrotate', root, to_demo)
+        _set_resize(cfg, (512, 512))
+        insert_corruption(cfg, name, severity)
+        moved = _build(cfg, 'mmrotate')[0]['data_samples']
+        _, geometry = corrupt_geometric(image, name, severity, key=key)
+        expected = torch.as_tensor(geometry.apply_to_points(corners.numpy()))
+        got = moved.gt_instances.bboxes.convert_to('qbox').tensor.double().view(-1, 4, 2)
+        distances = torch.cdist(got, expected)
+        assert distances.min(-1).values.max() < 0.02, name
 
 
 # ----------------------------------------------------------------------------- test loop
@@ -348,7 +413,7 @@ def _stock_miou(output: str) -> float:
 def test_stock_mmseg_test_tool_applies_the_condition(demo_data, tmp_path):
     """mmseg's own tools/test.py, run from its installed package in a subprocess, on
     configs in mmseg's own step order: the same corrupted numbers as tools/test.py."""
-    stock = _toolbox_file('mmseg', 'tools', 'test.py')
+    stock = toolbox_file('mmseg', 'tools', 'test.py')
     data_root = osp.join(demo_data, 'potsdam')
     checkpoint = train_checkpoint(SEG_DEMO_CONFIG, data_root, str(tmp_path / 'train'), 30)
     plain = _stock_order_seg_config(tmp_path, data_root, "dict(type='TestLoop')")
@@ -375,7 +440,8 @@ def test_stock_mmseg_test_tool_applies_the_condition(demo_data, tmp_path):
     assert len({ours['rotate_s5'], ours['gaussian_noise_s5'], ours['clean']}) == 3, ours
     # the stock tool's log says what ran and where
     assert 'test condition: rotate severity 5' in outputs[3]
-    assert 'ApplyCorruption after LoadAnnotations' in outputs[3]
+    assert 'ApplyCorruption after LoadImageFromFile, before Resize' in outputs[3]
+    assert 'moved by ApplyCorruptionToLabels after LoadAnnotations' in outputs[3]
     assert 'test condition: gaussian_noise severity 5' in outputs[4]
     assert 'ApplyCorruption after LoadImageFromFile, before Resize' in outputs[4]
 
@@ -496,10 +562,13 @@ def test_a_corruption_inside_test_time_augmentation_is_found_and_refused():
 def test_the_test_tool_moves_a_misplaced_written_step_and_refuses_without_leftovers(
         demo_data, tmp_path, monkeypatch, capsys):
     """tools/test.py on a config in mmseg's own step order whose pipeline names a
-    geometric corruption right after image loading: the step is moved after the
-    annotations (logged); with mmseg's Resize changing the 256-pixel tiles the first
-    sample is refused, before anything is written (work dir, --out, --show-dir)."""
+    geometric corruption after Resize: the step is moved in front of Resize and the label
+    step put after the annotations (logged); with an evaluator that ignores label 5 while
+    the written step pads moved labels with 255, the run is refused before anything is
+    written (work dir, --out, --show-dir)."""
     from sweep_helpers import untrained_checkpoint
+
+    from reobench_cli import run_tool
     checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
     config = tmp_path / 'written_rotate.py'
     config.write_text(f"""_base_ = [
@@ -511,18 +580,20 @@ custom_imports = dict(imports=['reobench_mm'], allow_failed_imports=False)
 test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
     data_root='{osp.join(demo_data, 'potsdam')}', pipeline=[
         dict(type='LoadImageFromFile'),
-        dict(type='ApplyCorruption', corruption='rotate', severity=3),
         dict(type='Resize', scale=(512, 512), keep_ratio=True),
+        dict(type='ApplyCorruption', corruption='rotate', severity=3),
         dict(type='LoadAnnotations', reduce_zero_label=True),
         dict(type='PackSegInputs')]))
-test_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
+test_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'], ignore_index=5)
 train_dataloader = val_dataloader = val_evaluator = None
 default_hooks = dict(visualization=dict(type='SegVisualizationHook'))
 """)
     setup = prepare_test_config(str(config), checkpoint)
     placement = setup.placements[0]  # (the base's top-level test_pipeline gets one too)
-    assert setup.tag == 'rotate_s3' and placement.moved_from == 1
-    assert _types(setup.cfg.test_dataloader.dataset.pipeline)[3] == 'ApplyCorruption'
+    assert setup.tag == 'rotate_s3' and placement.moved_from == 2
+    assert _types(setup.cfg.test_dataloader.dataset.pipeline) == [
+        'LoadImageFromFile', 'ApplyCorruption', 'Resize', 'LoadAnnotations',
+        'ApplyCorruptionToLabels', 'PackSegInputs']
     assert setup.cfg.test_cfg.type == 'CorruptionTestLoop'
 
     import importlib.util
@@ -536,10 +607,10 @@ default_hooks = dict(visualization=dict(type='SegVisualizationHook'))
     monkeypatch.setattr('sys.argv', [
         'test.py', str(config), checkpoint, '--work-dir', str(work_dir), '--out',
         str(tmp_path / 'maps'), '--show-dir', str(tmp_path / 'painted')])
-    assert tool.main() == 2
+    assert run_tool(tool.main) == 2
     err = capsys.readouterr().err
-    assert re.search(r'error: ApplyCorruption\(.rotate., severity=3\): the image is '
-                     r'512x512, its original size 256x256', err), err
+    assert re.search(r'error: the ApplyCorruption step of .* pads moved label maps with '
+                     r'ignore_index=255, but the test evaluator ignores label 5', err), err
     assert sorted(p.name for p in work_dir.iterdir()) == [config.name]
     assert dumped.read_text() == '# dumped by an earlier run\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(

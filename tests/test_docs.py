@@ -163,6 +163,16 @@ def _documented_commands(path: str) -> Iterator[Tuple[str, List[str]]]:
 
 
 @pytest.mark.parametrize('page', PAGES, ids=PAGE_IDS)
+def test_commands_use_the_installed_environment(page):
+    """A bare ``python tools/...`` outside the environment fails (no mmengine): every
+    documented command of a tool or benchmark runs ``.venv/bin/python``."""
+    for text in _code_texts(page):
+        for line in text.splitlines():
+            for match in re.finditer(r'(\S*)python\s+(?:tools|benchmarks)/', line):
+                assert match.group(1).endswith('.venv/bin/'), (page, line)
+
+
+@pytest.mark.parametrize('page', PAGES, ids=PAGE_IDS)
 def test_named_scripts_exist(page):
     names = set(SCRIPT.findall(_read(page)))
     missing = sorted(n for n in names if not osp.isfile(osp.join(PROJECT_ROOT, n)))
@@ -226,7 +236,7 @@ def test_severity_tables_match_the_registry():
 
 def test_severity_tables_cover_every_corruption():
     """The generator's rows are the registry's, value by value."""
-    from reobench_mm.corruptions import PROTOCOLS, get_corruption, list_corruptions
+    from reobench_corruptions import PROTOCOLS, get_corruption, list_corruptions
     gen = _table_generator()
     for protocol in PROTOCOLS:
         rows = gen.protocol_table(protocol)[2:]

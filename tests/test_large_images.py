@@ -12,8 +12,8 @@ import cv2
 import numpy as np
 import pytest
 
-from reobench_mm.corruptions import PROTOCOLS, corrupt, list_corruptions
-from reobench_mm.corruptions import base as engine_base
+from reobench_corruptions import PROTOCOLS, corrupt, list_corruptions
+from reobench_corruptions import base as engine_base
 
 ALL = [(p, n) for p in PROTOCOLS for n in list_corruptions(p)]
 TARGET_RATIO = 3.0  # peak extra memory <= 3x the image's bytes, as the benchmark's target

@@ -226,5 +226,75 @@ def test_fingerprinted_sources_exist():
     """The sources a sweep's code fingerprint hashes are where the layout puts them (a path
     that no longer exists would silently drop out of the fingerprint)."""
     from reobench_mm.robustness.fingerprint import CODE_SOURCES
-    missing = [s for s in CODE_SOURCES if not osp.exists(osp.join(PACKAGE_DIR, s))]
+    missing = [s for s in CODE_SOURCES if not osp.exists(osp.join(PROJECT_ROOT, s))]
     assert not missing, f'CODE_SOURCES that do not exist: {missing}'
+
+
+ENGINE_DIR = osp.join(PROJECT_ROOT, 'reobench_corruptions')
+#: What the corruption engine may import besides itself and the standard library.
+ENGINE_DEPENDENCIES = ('numpy', 'cv2', 'scipy')
+
+
+def _foreign_imports(directory: str, allowed: tuple) -> list:
+    """Imports (at module level or in functions) of the ``.py`` files under ``directory``
+    of anything but the standard library, ``allowed`` and the package itself."""
+    import sys
+    own = osp.basename(directory)
+    offenders = []
+    for root, _, files in os.walk(directory):
+        for name in files:
+            if not name.endswith('.py'):
+                continue
+            path = osp.join(root, name)
+            with open(path, encoding='utf-8') as handle:
+                tree = ast.parse(handle.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    targets = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    targets = [node.module or '']
+                else:
+                    continue
+                for target in targets:
+                    top = target.split('.')[0]
+                    if top in sys.stdlib_module_names or top in allowed or top == own:
+                        continue
+                    offenders.append(f'{osp.relpath(path, PROJECT_ROOT)}:{node.lineno} '
+                                     f'imports {target}')
+    return offenders
+
+
+def test_the_engine_imports_nothing_of_the_plugin_or_openmmlab():
+    """``reobench_corruptions`` is pure numpy/OpenCV (scipy where used): no import of
+    ``reobench_mm``, MMEngine, a toolbox or torch, at module level or in functions."""
+    offenders = _foreign_imports(ENGINE_DIR, ENGINE_DEPENDENCIES)
+    assert not offenders, '\n'.join(offenders)
+
+
+def test_the_tools_error_convention_is_standard_library_only():
+    """``reobench_cli`` (the tools' argument parser and error convention) imports only the
+    standard library, so that a tool's ``--help`` loads no OpenMMLab."""
+    offenders = _foreign_imports(osp.join(PROJECT_ROOT, 'reobench_cli'), ())
+    assert not offenders, '\n'.join(offenders)
+
+
+def test_the_engine_imports_alone_in_a_fraction_of_a_second():
+    """A fresh interpreter importing the engine and corrupting an image loads no torch,
+    MMEngine or toolbox, and no module of the plugin."""
+    import json
+    import subprocess
+    import sys
+    code = ('import json, sys, time\n'
+            'start = time.perf_counter()\n'
+            'from reobench_corruptions import corrupt\n'
+            'seconds = time.perf_counter() - start\n'
+            'import numpy as np\n'
+            "corrupt(np.zeros((8, 8, 3), np.uint8), 'gaussian_noise', 3, key='a')\n"
+            'print(json.dumps(dict(seconds=seconds, modules=sorted(sys.modules))))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True, cwd=PROJECT_ROOT).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    heavy = [m for m in result['modules'] if m.split('.')[0] in
+             ('torch', 'mmengine', 'mmcv', 'mmdet', 'mmseg', 'mmrotate', 'timm', 'reobench_mm')]
+    assert not heavy, heavy
+    assert result['seconds'] < 3.0, result['seconds']

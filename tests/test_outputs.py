@@ -16,7 +16,8 @@ from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
 from figure_checks import assert_no_text_overlap, checking_saved_figures, text_overlaps
 from reobench_mm import fileio
 from reobench_mm.analysis.compare import compare_models, write_cross_model
-from reobench_mm.analysis.plotting import (agg_pyplot, atomic_savefig, plot_data_budget,
+from reobench_mm.analysis.plotting import (DRIFT_LABELS, RELIABILITY_LABELS, agg_pyplot,
+                                           atomic_savefig, plot_data_budget,
                                            plot_reliability_diagrams,
                                            plot_representation_drift)
 from reobench_mm.analysis.report import make_provenance, write_report
@@ -112,8 +113,13 @@ def realistic_comparison(root: str, models=LONG_NAMES, n_bootstrap: int = 100):
 
 
 def realistic_drift_document(blocks=('backbone.vit.blocks.5', 'backbone.vit.blocks.11',
-                                     'backbone.vit.blocks.17', 'backbone.vit.blocks.23')):
+                                     'backbone.vit.blocks.17', 'backbone.vit.blocks.23'),
+                              floors=None):
+    """A drift document; ``floors`` (default small values near 0, as the unbiased HSIC
+    gives) is each block's ``cka_floor``, the same in every condition (None: absent)."""
     rng = np.random.default_rng(2)
+    if floors is None:
+        floors = [float(v) for v in np.random.default_rng(4).normal(0.0, 0.02, len(blocks))]
     conditions = [dict(condition='clean', corruption='clean', severity=0,
                        blocks={b: {'cka': 1.0} for b in blocks})]
     for name in CORRUPTIONS:
@@ -123,6 +129,9 @@ def realistic_drift_document(blocks=('backbone.vit.blocks.5', 'backbone.vit.bloc
                 condition=f'{name}@{severity}', corruption=name, severity=severity,
                 blocks={b: {'cka': float(np.clip(1 - decay * severity * (1 + k / 3), 0, 1))}
                         for k, b in enumerate(blocks)}))
+    for condition in conditions:
+        for block, floor in zip(blocks, floors):
+            condition['blocks'][block]['cka_floor'] = floor
     return dict(blocks=[dict(name=b) for b in blocks], conditions=conditions)
 
 
@@ -390,6 +399,28 @@ def test_training_log_has_short_lines(demo_data, tmp_path):
     assert any(line.startswith('val: 3/3 (100%)') for line in lines)
 
 
+def test_sweep_log_has_one_line_per_condition(demo_data, tmp_path):
+    """A sweep at INFO logs each corrupted condition in one line: the per-class table the
+    toolbox metric logs at every evaluation is kept for the clean condition only (it was
+    13 lines per condition), and the metrics are not repeated per condition."""
+    from sweep_helpers import sweep_options, untrained_checkpoint
+    checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+    _, options = sweep_options(osp.join(demo_data, 'potsdam'), log_level='INFO')
+    result = subprocess.run(
+        [sys.executable, 'tools/robustness_test.py', SEG_DEMO_CONFIG, checkpoint,
+         '--corruptions', 'cloud', 'haze', 'gaussian_noise', '--severities', '1', '3',
+         '--work-dir', str(tmp_path / 'sweep'), '--no-plots', '--cfg-options', *options],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = result.stdout + result.stderr
+    assert text.count('per class results') == 1, text.count('per class results')
+    for tag in ('cloud_s1', 'cloud_s3', 'haze_s1', 'haze_s3', 'gaussian_noise_s1',
+                'gaussian_noise_s3'):
+        assert len([line for line in text.splitlines() if f'] {tag}: mIoU' in line]) == 1, tag
+    tables = [line for line in text.splitlines() if line.startswith('|') and 'IoU' in line]
+    assert len(tables) == 1, tables  # the clean table's header only
+
+
 # ----------------------------------------------------------------------------- plots
 def test_overlap_check_finds_overlapping_text():
     plt = agg_pyplot()
@@ -415,7 +446,7 @@ def test_report_plots_have_no_overlapping_text(tmp_path):
     assert len(checked) == len(names)
 
 
-@pytest.mark.parametrize('count', [1, 2, 5])
+@pytest.mark.parametrize('count', [1, 2, 3, 4, 5])
 def test_reliability_diagrams_of_few_panels(tmp_path, count):
     _, details = realistic_sweep(corruptions=CORRUPTIONS[:count - 1], severities=(5, ))
     panels = {f'{n} @ {s}': d['calib'] for (n, s), d in details.items()}
@@ -424,6 +455,92 @@ def test_reliability_diagrams_of_few_panels(tmp_path, count):
                                   title='Reliability: clean vs the strongest severity '
                                   '(calib_ts, temperature-scaled)')
     assert len(checked) == 1
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """The figures the package saves (still inspectable after it closes them)."""
+    from matplotlib.figure import Figure
+    figures, original = [], Figure.savefig
+
+    def savefig(fig, *args, **kwargs):
+        figures.append(fig)
+        return original(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, 'savefig', savefig)
+    return figures
+
+
+def _legends(fig):
+    return list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+
+
+def _reliability_panel_data(accuracy, confidence):
+    edges = np.linspace(0, 1, len(accuracy) + 1)
+    return {'bin_edges': list(edges), 'accuracy': accuracy, 'mean_confidence': confidence,
+            'ECE': 0.1}
+
+
+@pytest.mark.parametrize('count', [1, 4, 5])
+def test_reliability_diagram_legend_names_every_area(tmp_path, saved_figures, count):
+    """Every shaded area of the diagram is one legend entry: the bars, the gap where the
+    bin is underconfident, the gap where it is overconfident, and the diagonal; no two
+    areas overlap (overlapping translucent areas made colours no entry named)."""
+    mixed = _reliability_panel_data([None, 0.3, 0.7, 0.55, 0.9], [0.1, 0.35, 0.5, 0.55, 0.95])
+    panels = {f'panel {i}': mixed for i in range(count)}
+    plot_reliability_diagrams(panels, str(tmp_path / 'r.png'))
+    fig, = saved_figures
+    legend, = _legends(fig)
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == list(RELIABILITY_LABELS.values())
+    assert 'accuracy of the bin' in labels[0] and 'underconfident' in labels[1]
+    assert 'overconfident' in labels[2] and 'perfect calibration' in labels[3]
+    styles = {(tuple(h.get_facecolor()), h.get_hatch()) for h in legend.legend_handles
+              if hasattr(h, 'get_hatch')}
+    panels_drawn = [ax for ax in fig.axes if ax.get_visible() and ax.patches]
+    assert len(panels_drawn) == count
+    for ax in panels_drawn:
+        bars = [p for p in ax.patches if p.get_height() > 0]
+        # 4 filled bins; 1 underconfident, 2 overconfident
+        assert len(bars) == 4 + 1 + 2
+        for bar in bars:
+            assert (tuple(bar.get_facecolor()), bar.get_hatch()) in styles
+        for i, a in enumerate(bars):
+            for b in bars[i + 1:]:
+                ea, eb = a.get_bbox(), b.get_bbox()
+                width = min(ea.x1, eb.x1) - max(ea.x0, eb.x0)
+                height = min(ea.y1, eb.y1) - max(ea.y0, eb.y0)
+                assert width <= 1e-9 or height <= 1e-9, 'overlapping areas'
+        assert [line.get_label() for line in ax.get_lines()] == [labels[3]]
+
+
+def test_drift_plot_draws_the_noise_floor(tmp_path, saved_figures):
+    blocks = ['block.a', 'block.b', 'block.c']
+    document = realistic_drift_document(blocks, floors=[0.04, -0.01, None])
+    for condition in document['conditions'][1:4]:  # a floor that differs between conditions
+        condition['blocks']['block.b']['cka_floor'] = 0.03
+    plot_representation_drift(document, str(tmp_path / 'drift.png'))
+    fig, = saved_figures
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    floor_label = DRIFT_LABELS['floor']
+    assert 'split-half noise floor' in floor_label
+    floor_a = [line for line in axes[0].get_lines() if line.get_label() == floor_label]
+    assert len(floor_a) == 1 and np.allclose(floor_a[0].get_ydata(), 0.04)
+    assert 'noise floor 0.040' in axes[0].get_title()
+    band = [p for p in axes[1].patches if p.get_label() == DRIFT_LABELS['floor_range']]
+    assert len(band) == 1
+    low, height = band[0].get_y(), band[0].get_height()  # a Rectangle in data y
+    assert np.allclose([low, low + height], [-0.01, 0.03])
+    assert not any(line.get_label() == floor_label for line in axes[2].get_lines())
+    legend, = _legends(fig)
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels[:len(CORRUPTIONS) + 1] == ['clean'] + CORRUPTIONS
+    assert labels[len(CORRUPTIONS) + 1:] == [DRIFT_LABELS['identity'], floor_label,
+                                             DRIFT_LABELS['floor_range']]
+    # every reference line on the panels is named in the legend
+    for ax in axes:
+        for line in ax.get_lines():
+            assert line.get_label() in labels
 
 
 @pytest.mark.parametrize('models', [LONG_NAMES, [f'M{i}' for i in range(30)]],
@@ -441,9 +558,13 @@ def test_drift_and_data_budget_plots_have_no_overlapping_text(tmp_path):
         plot_representation_drift(realistic_drift_document(), str(tmp_path / 'drift.png'))
         plot_representation_drift(realistic_drift_document(
             [f'backbone.blocks.{i}' for i in range(6)]), str(tmp_path / 'drift6.png'))
+        ranged = realistic_drift_document(['backbone.blocks.0', 'backbone.blocks.1'],
+                                          floors=[0.01, None])
+        ranged['conditions'][3]['blocks']['backbone.blocks.0']['cka_floor'] = -0.02
+        plot_representation_drift(ranged, str(tmp_path / 'drift_range.png'))
         plot_data_budget(realistic_budget_document(), str(tmp_path / 'budget.png'))
         doc = realistic_budget_document(fractions=(0.05, 0.1, 0.5, 0.9, 1.0))
         for row in doc['rows']:
             row['ece_clean'] = row['ece_corrupted_avg'] = None
         plot_data_budget(doc, str(tmp_path / 'budget_no_ece.png'))
-    assert len(checked) == 4
+    assert len(checked) == 5

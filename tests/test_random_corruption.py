@@ -21,7 +21,7 @@ from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
 from reobench_mm.analysis.report import make_provenance, write_report
 from reobench_mm.analysis.results_file import read_results
 from reobench_mm.analysis.results import aggregate
-from reobench_mm.corruptions import (corrupt, corrupt_geometric, get_corruption,
+from reobench_corruptions import (corrupt, corrupt_geometric, get_corruption,
                                      list_corruptions)
 from reobench_mm.datasets.epoch import EpochIndexSampler
 from reobench_mm.registry import DATASETS

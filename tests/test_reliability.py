@@ -34,7 +34,7 @@ from reobench_mm.fileio import atomic_write_text
 from reobench_mm.robustness.sweep import RobustnessSweep
 from reobench_mm.robustness.temperature import TEMPERATURE_FILE
 from reobench_mm.transforms.placement import place_condition
-from reobench_mm.corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from reobench_mm.utils.config import read_config
 from sweep_helpers import sweep_options, untrained_checkpoint
 

@@ -734,7 +734,7 @@ def _pooled_backbone_levels(config, checkpoint, data_root, condition=None):
 
 @pytest.mark.slow
 def test_sample_drift_end_to_end_matches_numpy(tiny_segmentor, sample_test_root, sample_run):
-    from reobench_mm.corruptions.condition import Condition
+    from reobench_corruptions.condition import Condition
     config, checkpoint = tiny_segmentor
     document = sample_run
     settings = document['settings']

@@ -195,7 +195,7 @@ def test_reproduction_config_has_the_authors_settings(path):
     assert cfg.test_cfg.type == 'CorruptionTestLoop'
     names = [transform_name(t) for t in cfg.test_dataloader.dataset.pipeline]
     for geometric in (False, True):
-        assert corruption_position(names, geometric) == names.index('Resize')
+        assert corruption_position(names) == names.index('Resize')
 
 
 def test_vitae_window_bias_layout_of_the_reproduction_and_recommended_configs():

@@ -151,7 +151,7 @@ def test_reproduction_config_resolves_to_the_authors_settings(path):
     assert cfg.test_cfg.type == 'CorruptionTestLoop'
     names = [transform_name(t) for t in cfg.test_dataloader.dataset.pipeline]
     for geometric in (False, True):
-        assert corruption_position(names, geometric) == names.index('Resize')
+        assert corruption_position(names) == names.index('Resize')
 
 
 def _batch(size, num_images=2, seed=0):

@@ -13,7 +13,7 @@ from mmengine.dataset import Compose
 from mmengine.registry import init_default_scope
 
 import reobench_mm  # noqa: F401
-from reobench_mm.corruptions import list_corruptions
+from reobench_corruptions import list_corruptions
 from reobench_mm.transforms import training_corruptions
 from reobench_mm.transforms.placement import (corruption_position, dataset_pipelines,
                                               is_valid_position, transform_name)
@@ -71,7 +71,7 @@ def test_robust_config_changes_only_the_training_loader(path):
     index = [transform_name(s) for s in steps].index('RandomCorruption')
     assert steps[:index] + steps[index + 1:] == plain_loader.dataset.pipeline
     names = [transform_name(s) for s in plain_loader.dataset.pipeline]
-    assert index == corruption_position(names, geometric=False) == placement.index
+    assert index == corruption_position(names) == placement.index
     assert is_valid_position(names, index, geometric=True)  # right after every loading step
     assert training_corruptions(robust) == {
         'reobench': list_corruptions('reobench', 'sensor')}

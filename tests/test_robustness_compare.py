@@ -1,8 +1,9 @@
 """Cross-model analysis: Kendall τ against a direct pair count, rank stability of
 known sweeps, the effective-robustness fit against numpy.polyfit, a reproduced
-bootstrap, input errors, many models, and the command-line tool."""
+bootstrap, input errors, many models, the rules on conditions and names every comparison
+shares, the table and the comparison tools giving the same numbers, and the
+command-line tool."""
 import csv
-import importlib.util
 import itertools
 import json
 import math
@@ -20,13 +21,15 @@ from reobench_mm.analysis.compare import (CROSS_MODEL_FILES, CROSS_MODEL_PLOTS,
                                           compare_models, write_cross_model)
 from reobench_mm.analysis.effective_robustness import (effective_robustness,
                                                        effective_robustness_fit, fit_line)
-from reobench_mm.analysis.model_set import load_model_set, load_shift_values
+from reobench_mm.analysis.model_set import (build_comparison, comparison_table,
+                                            load_model_set, load_shift_values)
 from reobench_mm.analysis.rank_stability import kendall_tau, rank_stability
 from reobench_mm.analysis.report import make_provenance, write_report
 from reobench_mm.analysis.results import AVG, SHIFT, ConditionResult
 from reobench_mm.evaluation.keys import ECE_KEY as CALIBRATION_KEY
+from reobench_cli import run_tool
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, load_tool
 
 VERSIONS = {'numpy': '0'}  # fixed: no package metadata look-ups
 
@@ -154,14 +157,52 @@ def test_calibration_skipped_and_conditions_dropped(tmp_path):
                                      ('cloud', 2): 45.0}, model='B')
     c = _write_model(tmp_path, 'folder_c', {('clean', 0): (65.0, 0.04), ('cloud', 1): 52.0,
                                             ('cloud', 2): 41.0})
+    # by default files of different conditions are refused, naming what each lacks
+    with pytest.raises(ValueError) as refused:
+        load_model_set([a, b, c])
+    message = str(refused.value)
+    assert 'do not hold the same conditions' in message and '--common-conditions' in message
+    assert f'{b} (evaluated at severities 1, 2) lacks rotate (not evaluated)' in message
+    assert f'{c} (evaluated at severities 1, 2) lacks rotate (not evaluated)' in message
+    assert f'{a} ' not in message
     with pytest.warns(UserWarning) as record:
-        model_set = load_model_set([a, b, c])
+        model_set = load_model_set([a, b, c], common_conditions=True)
     messages = ' '.join(str(w.message) for w in record)
     assert 'rotate@1' in messages and CALIBRATION_KEY in messages
+    assert 'restricted, as asked (--common-conditions), to the 3 conditions' in messages
     assert model_set.models == ['A', 'B', 'folder_c']
     assert model_set.dropped == {'A': ['rotate@1']}
     assert model_set.measures == ['mIoU']
     assert [c for c in model_set.conditions] == [('clean', 0), ('cloud', 1), ('cloud', 2)]
+    # the numbers are those of the restricted conditions: A's Avg without rotate
+    assert model_set.corruption_mean(AVG).tolist() == [45.0, 50.0, 46.5]
+    assert model_set.delta_tp().tolist() == [15.0, 20.0, 18.5]
+    with pytest.raises(ValueError, match='no corrupted condition in common'):
+        load_model_set([a, _write_model(tmp_path, 'd', {('clean', 0): 50.0,
+                                                        ('haze', 3): 40.0})],
+                       common_conditions=True)
+
+
+def test_condition_sets_named_per_corruption(tmp_path):
+    """What a file lacks: severities of every corruption, or per corruption."""
+    full = {('clean', 0): 60.0, ('cloud', 1): 50.0, ('cloud', 2): 45.0, ('haze', 1): 55.0,
+            ('haze', 2): 52.0}
+    a = _write_model(tmp_path, 'a', full, model='A')
+    b = _write_model(tmp_path, 'b', {k: v for k, v in full.items() if k[1] != 2}, model='B')
+    c = _write_model(tmp_path, 'c', {k: v for k, v in full.items() if k != ('haze', 2)},
+                     model='C')
+    d = _write_model(tmp_path, 'd', {k: v for k, v in full.items() if k[0] != 'haze'},
+                     model='D')
+    with pytest.raises(ValueError) as refused:
+        load_model_set([a, b, c, d])
+    message = str(refused.value)
+    assert f'{b} (evaluated at severities 1) lacks severities 2 of every corruption' in message
+    assert f'{c} (evaluated at severities 1, 2) lacks haze at severities 2' in message
+    assert f'{d} (evaluated at severities 1, 2) lacks haze (not evaluated)' in message
+    # a corruption with fewer severities than the others is said in the notes
+    with pytest.warns(UserWarning, match=r'different severities \(cloud: 1, 2; haze: 1\)'):
+        model_set = load_model_set([a, c], common_conditions=True)
+    assert model_set.corruption_mean(AVG).tolist() == [(47.5 + 55.0) / 2] * 2
 
 
 # --------------------------------------------------------------------------- fits
@@ -281,8 +322,10 @@ def test_one_model_and_bad_inputs_error(tmp_path):
         load_model_set(paths[:1])
     with pytest.raises(ValueError, match='1 names given for 2'):
         load_model_set(paths, names=['only'])
-    with pytest.raises(ValueError, match='unique'):
+    with pytest.raises(ValueError, match=r"unique.*given more than once: \['same'\]"):
         load_model_set(paths, names=['same', 'same'])
+    with pytest.raises(ValueError, match='the same results file is given more than once'):
+        load_model_set([paths[0], paths[1], paths[0]])
     det = _write_model(tmp_path, 'det', {('clean', 0): 60.0, ('cloud', 1): 50.0},
                        model='Det', task='detection')
     with pytest.raises(ValueError, match='share one task'):
@@ -304,6 +347,48 @@ def test_thirty_models(tmp_path):
     assert len(rows) == 30 * 8
     clean_ranks = sorted(float(r['mIoU_rank']) for r in rows if r['condition'] == 'clean')
     assert clean_ranks == list(range(1, 31))
+
+
+# --------------------------------------------------------------------------- names
+def test_repeated_provenance_names_are_derived_from_folders(tmp_path):
+    conditions = {('clean', 0): 60.0, ('cloud', 1): 50.0}
+    paths = [_write_model(tmp_path, osp.join(f's{i}', 'robustness'), conditions, model='M')
+             for i in range(3)]
+    with pytest.warns(UserWarning, match="model name 'M' repeats in 3 results files; named by "
+                      'their paths') as record:
+        model_set = load_model_set(paths)
+    assert model_set.models == ['M (s0/robustness)', 'M (s1/robustness)',
+                                'M (s2/robustness)']
+    assert f'M (s1/robustness) = {paths[1]}' in str(record[0].message)
+    # the table names its rows by the same rule
+    with pytest.warns(UserWarning, match='named by their paths'):
+        table = build_comparison(paths)
+    assert [r['model'] for r in table.rows] == model_set.models
+    # given names win; a name given to one file renames the others of that name only
+    named = load_model_set(paths, names=['a', 'b', 'c'])
+    assert named.models == ['a', 'b', 'c']
+    assert not [n for n in named.notes if 'named by' in n]
+    with pytest.warns(UserWarning, match="model name 'M' repeats in 3 results files"):
+        partly = load_model_set(paths, names=['M', None, None])
+    assert partly.models == ['M', 'M (s1/robustness)', 'M (s2/robustness)']
+    # files of one folder are told apart by their file names
+    other = tmp_path / 's0' / 'robustness' / 'copy.json'
+    other.write_bytes(open(paths[0], 'rb').read())
+    with pytest.warns(UserWarning):
+        assert load_model_set([paths[0], str(other)]).models == ['M (results.json)',
+                                                                  'M (copy.json)']
+    # backbones that tell the files apart name them
+    for backbone in ('ViT-B', 'ViT-L'):
+        write_report(str(tmp_path / backbone), conditions, task='segmentation', plots=False,
+                     provenance=make_provenance(model='R', backbone=backbone,
+                                                versions=VERSIONS))
+    with pytest.warns(UserWarning, match="'R' repeats in 2 results files; named by their "
+                      'backbones'):
+        assert load_model_set([str(tmp_path / b / 'results.json') for b in
+                               ('ViT-B', 'ViT-L')]).models == ['R (ViT-B)', 'R (ViT-L)']
+    # shift results are paired by name: their names are never derived
+    with pytest.raises(ValueError, match=r"unique among the shift results files; 'M'"):
+        load_shift_values(named, paths)
 
 
 # --------------------------------------------------------------------------- shift
@@ -328,14 +413,6 @@ def test_shift_results_paired_by_name(tmp_path):
 
 
 # --------------------------------------------------------------------------- tool
-def _load_tool():
-    spec = importlib.util.spec_from_file_location(
-        'robustness_compare',
-        osp.join(PROJECT_ROOT, 'tools', 'analysis_tools', 'robustness_compare.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_cli_writes_files(tmp_path, known_sweep):
     shifted = [_write_model(tmp_path / 'shift', f's{i}', {('clean', 0): 30.0 + 8 * i,
@@ -377,7 +454,7 @@ def test_cli_writes_files(tmp_path, known_sweep):
     (['--shift-names', 'a'], '--shift-names needs --shift-results'),
 ])
 def test_cli_argument_errors(known_sweep, tmp_path, capsys, extra, message):
-    tool = _load_tool()
+    tool = load_tool('analysis_tools/robustness_compare.py')
     with pytest.raises(SystemExit) as exit_info:
         tool.main([*known_sweep, '--out-dir', str(tmp_path), *extra])
     assert exit_info.value.code == 2
@@ -385,14 +462,123 @@ def test_cli_argument_errors(known_sweep, tmp_path, capsys, extra, message):
 
 
 def test_cli_missing_shift_pair_and_single_file(known_sweep, tmp_path, capsys):
-    tool = _load_tool()
+    tool = load_tool('analysis_tools/robustness_compare.py')
     shifted = _write_model(tmp_path, 'shift_alpha', {('clean', 0): 30.0, ('cloud', 1): 20.0},
                            model='Alpha')
-    with pytest.raises(SystemExit) as exit_info:
-        tool.main([*known_sweep, '--shift-results', shifted, '--out-dir', str(tmp_path),
-                   '--no-plots'])
-    assert exit_info.value.code == 2
-    assert 'no shift result for model(s)' in capsys.readouterr().err
+    assert run_tool(tool.main, [*known_sweep, '--shift-results', shifted, '--out-dir',
+                                str(tmp_path), '--no-plots']) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith('error: no shift result for model(s)') and '\n' not in err
     with pytest.raises(SystemExit):
         tool.main([known_sweep[0], '--out-dir', str(tmp_path)])
     assert 'at least 2 results files' in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- both tools
+
+#: Three checkpoints of one config (one provenance model name); the third swept at
+#: severities 1, 3, 5 only. Values fall with severity, not linearly, so the mean over
+#: 1..5 differs from the mean over 1, 3, 5.
+CASE_CURVES = {'cloud': [72.0, 66.0, 55.0, 41.0, 30.0],
+               'gaussian_noise': [70.0, 52.0, 35.0, 22.0, 15.0],
+               'haze': [76.0, 74.0, 69.0, 60.0, 48.0]}
+CASE_RUNS = [('seed0', 0.0, (1, 2, 3, 4, 5)), ('seed1', 1.5, (1, 2, 3, 4, 5)),
+             ('seed2', -1.0, (1, 3, 5))]
+CASE_NAMES = [f'upernet_r18 ({folder}/robustness)' for folder, _, _ in CASE_RUNS]
+
+
+def _case_value(name, severity, offset):
+    return CASE_CURVES[name][severity - 1] + offset * (1 + severity / 5)
+
+
+def _reported_case(root):
+    paths = []
+    for folder, offset, severities in CASE_RUNS:
+        conditions = {('clean', 0): 80.0 + offset}
+        conditions.update({(name, s): _case_value(name, s, offset)
+                           for name in CASE_CURVES for s in severities})
+        paths.append(_write_model(root, osp.join(folder, 'robustness'), conditions,
+                                  model='upernet_r18'))
+    return paths
+
+
+def _case_expected(severities=(1, 3, 5)):
+    """REOBench's Avg and ΔTP of each run over ``severities``, by hand."""
+    out = []
+    for _, offset, _ in CASE_RUNS:
+        means = [sum(_case_value(n, s, offset) for s in severities) / len(severities)
+                 for n in CASE_CURVES]
+        avg = sum(means) / len(means)
+        out.append((avg, 80.0 + offset - avg))
+    return out
+
+
+def test_table_and_comparison_agree_on_the_reported_case(tmp_path, capsys):
+    """Three results files, one of other severities, all of one model name: both tools
+    refuse them alike by default; restricted to the common conditions both name the rows
+    alike and give the same Avg and ΔTP, those of REOBench's formula by hand."""
+    paths = _reported_case(tmp_path / 'runs')
+    table_tool, compare_tool = load_tool('analysis_tools/robustness_table.py'), load_tool('analysis_tools/robustness_compare.py')
+
+    # the default: one and the same refusal, naming the file and what it lacks
+    assert run_tool(table_tool.main, paths) == 2
+    table_err = capsys.readouterr().err.strip()
+    assert run_tool(compare_tool.main, [*paths, '--out-dir', str(tmp_path / 'refused')]) == 2
+    compare_err = capsys.readouterr().err.strip()
+    assert table_err == compare_err and '\n' not in table_err
+    assert table_err.startswith('error: the results files do not hold the same conditions')
+    assert f'{paths[2]} (evaluated at severities 1, 3, 5) lacks severities 2, 4 of every ' \
+        'corruption' in table_err
+    assert paths[0] not in table_err and '--common-conditions' in table_err
+    assert not (tmp_path / 'refused').exists()
+
+    # restricted on request: the table in this process, the comparison in a subprocess
+    expected = _case_expected()
+    out_md, out_csv = tmp_path / 'table.md', tmp_path / 'table.csv'
+    assert run_tool(table_tool.main, [*paths, '--common-conditions', '--out', str(out_md),
+                                      '--csv', str(out_csv)]) == 0
+    table_err = capsys.readouterr().err
+    assert 'named by their paths' in table_err and 'restricted, as asked' in table_err
+    with open(out_csv, newline='') as handle:
+        table_rows = list(csv.DictReader(handle))
+    assert [r['model'] for r in table_rows] == CASE_NAMES
+    for row, (avg, delta) in zip(table_rows, expected):
+        assert (row['avg'], row['delta_tp']) == (f'{avg:.2f}', f'{delta:.2f}')
+    markdown = out_md.read_text(encoding='utf-8')
+    assert f'| {CASE_NAMES[1]} | – | **81.50** |' in markdown
+    assert f'**{expected[1][0]:.2f}** | **{expected[1][1]:.2f}** |' in markdown
+    assert '- restricted, as asked (--common-conditions), to the 10 conditions' in markdown
+
+    out_dir = tmp_path / 'compare'
+    result = subprocess.run(
+        [sys.executable, 'tools/analysis_tools/robustness_compare.py', *paths,
+         '--common-conditions', '--out-dir', str(out_dir), '--bootstrap', '0',
+         '--no-plots'],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'named by their paths' in result.stderr and 'restricted, as asked' in result.stderr
+    doc = json.loads((out_dir / 'cross_model.json').read_text(encoding='utf-8'))
+    assert [m['name'] for m in doc['models']] == CASE_NAMES
+    assert doc['severities'] == [1, 3, 5] and set(doc['dropped']) == set(CASE_NAMES[:2])
+    table = build_comparison(paths, common_conditions=True)
+    for model, row, (avg, delta) in zip(doc['models'], table.rows, expected):
+        # the same numbers, to the last bit, and those of the formula
+        assert (model['mIoU']['avg'], model['mIoU']['delta_tp']) == \
+            (row['avg'], row['delta_tp'])
+        assert row['avg'] == pytest.approx(avg, abs=1e-12)
+        assert row['delta_tp'] == pytest.approx(delta, abs=1e-12)
+        assert f'| {row["model"]} | {row["clean"]:.2f} | {avg:.2f} | {delta:.2f} |' in \
+            result.stdout
+    comparison = compare_models(paths, common_conditions=True, n_bootstrap=0)
+    assert comparison.model_set.corruption_mean(AVG).tolist() == [r['avg'] for r in table.rows]
+    assert comparison.fits[AVG].ood_values.tolist() == [r['avg'] for r in table.rows]
+
+    # without a restriction the numbers are each file's own
+    with pytest.warns(UserWarning, match='named by their paths'):
+        model_set = load_model_set(paths[:2])
+    own = comparison_table(model_set)
+    for row, path, (avg, delta) in zip(own.rows, paths, _case_expected((1, 2, 3, 4, 5))):
+        summary = json.load(open(path))['numbers']
+        assert (row['avg'], row['delta_tp']) == (summary['avg'], summary['delta_tp'])
+        assert row['avg'] == pytest.approx(avg, abs=1e-12)

@@ -17,8 +17,8 @@ from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
 from conftest import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together,
-                      train_checkpoint)
-from reobench_mm.corruptions.condition import Condition
+                      toolbox_file, train_checkpoint)
+from reobench_corruptions.condition import Condition
 from reobench_mm.errors import SweepError
 from reobench_mm.robustness.test_loop import RobustnessTestLoop
 from reobench_mm.robustness.val_loop import RobustnessValLoop
@@ -27,14 +27,6 @@ from sweep_helpers import untrained_checkpoint
 SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
 TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
 
-
-def _toolbox_file(package: str, *parts: str) -> str:
-    """A file shipped in an installed toolbox (``mmseg/.mim/tools/test.py``...)."""
-    module = __import__(package)
-    path = osp.join(osp.dirname(module.__file__), '.mim', *parts)
-    if not osp.isfile(path):
-        pytest.skip(f'{package} was installed without its .mim files ({path} is absent)')
-    return path
 
 
 def _data_options(data_root: str, splits=('test', )) -> dict:
@@ -71,7 +63,7 @@ def test_stock_mmseg_test_tool_with_the_robustness_loop_matches_the_sweep(demo_d
     """mmseg's own tools/test.py (installed package, subprocess) and this package's
     tools/test.py on a demo config whose test_cfg is RobustnessTestLoop give the sweep's
     per-condition numbers and results."""
-    stock = _toolbox_file('mmseg', 'tools', 'test.py')
+    stock = toolbox_file('mmseg', 'tools', 'test.py')
     data_root = osp.join(demo_data, 'potsdam')
     checkpoint = train_checkpoint(SEG_DEMO_CONFIG, data_root, str(tmp_path / 'train'), 30)
     derived = tmp_path / 'upernet_robustness.py'
@@ -132,7 +124,7 @@ def test_stock_test_tool_killed_between_conditions_resumes_to_the_same_bytes(dem
     """mmseg's own tools/test.py with RobustnessTestLoop, killed (SIGKILL) after some
     conditions and run again: the rerun evaluates only the rest, and results.json is
     byte-identical to that of an uninterrupted run."""
-    stock = _toolbox_file('mmseg', 'tools', 'test.py')
+    stock = toolbox_file('mmseg', 'tools', 'test.py')
     data_root = osp.join(demo_data, 'potsdam')
     checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
     derived = tmp_path / 'upernet_robustness.py'
@@ -306,8 +298,8 @@ def test_stock_train_tools_validate_robustness_and_keep_the_best(demo_data, tmp_
     """mmseg's and mmrotate's own tools/train.py (installed packages, subprocesses) with
     RobustnessValLoop: robust/avg and robust/delta_tp in the scalar log at each validation,
     and CheckpointHook(save_best='robust/avg') keeps the checkpoint of the best value."""
-    seg_tool = _toolbox_file('mmseg', 'tools', 'train.py')
-    rot_tool = _toolbox_file('mmrotate', 'tools', 'train.py')
+    seg_tool = toolbox_file('mmseg', 'tools', 'train.py')
+    rot_tool = toolbox_file('mmrotate', 'tools', 'train.py')
     val_cfg = ("val_cfg = dict(type='RobustnessValLoop', corruptions=['cloud', "
                "'gaussian_noise', 'haze'], severities=[3])\n")
     hooks = ("default_hooks = dict(logger=dict(interval=5), checkpoint=dict("

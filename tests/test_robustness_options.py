@@ -12,7 +12,7 @@ from dataclasses import fields
 
 import pytest
 
-from reobench_mm.corruptions import list_corruptions
+from reobench_corruptions import list_corruptions
 from reobench_mm.errors import SweepError
 from reobench_mm.robustness.data_budget import (DATA_BUDGET_DEFAULTS, DATA_BUDGET_OPTIONS,
                                                 budget_options, run_data_budget)

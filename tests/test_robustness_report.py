@@ -1,8 +1,8 @@
 """Robustness aggregation and reports: the published table, hand-computed scores,
-deterministic results.json, report.md / plots, the several-model table, shard
-merging, input errors and atomic writes."""
+deterministic results.json, report.md / plots, the several-model table (its refusal of
+files of different conditions and their restriction on request), shard merging, input
+errors and atomic writes."""
 import csv
-import importlib.util
 import json
 import math
 import os
@@ -20,11 +20,12 @@ from reobench_mm.analysis.results import (REOBENCH_TABLE_ORDER,
                                           paper_to_engine_name, results_from_jsonable,
                                           results_to_jsonable, robustness_scores)
 from reobench_mm.analysis.tables import comparison_csv_text
-from reobench_mm.corruptions.condition import CLEAN as CLEAN_CONDITION
+from reobench_corruptions.condition import CLEAN as CLEAN_CONDITION
 from reobench_mm.fileio import atomic_write_text
+from reobench_cli import run_tool
 from reobench_mm.version import package_versions
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, load_tool
 
 REFERENCE = osp.join(osp.dirname(PROJECT_ROOT), 'shared', 'reference',
                      'reobench_table2_potsdam_miou.csv')
@@ -80,7 +81,8 @@ def test_reference_table_reproduced():
 
 def test_reference_table_through_results_files(tmp_path):
     """Reports of each reference row, combined by the table builder, give back the
-    published CSV layout and numbers (paper column names)."""
+    published CSV layout and numbers (paper column names); the two models published
+    with two backbones each are named by their backbones."""
     if not osp.isfile(REFERENCE):
         pytest.skip(f'reference table {REFERENCE} is absent')
     with open(REFERENCE, newline='') as handle:
@@ -94,13 +96,19 @@ def test_reference_table_through_results_files(tmp_path):
         out = tmp_path / f'm{i}'
         write_report(str(out), results, task='segmentation', provenance=prov, plots=False)
         paths.append(str(out / 'results.json'))
-    table = build_comparison(paths)
-    assert not table.warnings
+    with pytest.warns(UserWarning, match='named by their backbones'):
+        table = build_comparison(paths)
+    repeated = {r['model'] for r in rows if [x['model'] for x in rows].count(r['model']) > 1}
+    assert repeated == {'RemoteCLIP', 'GeoRSCLIP'}
+    assert [m for m in table.warnings if 'repeats in 2 results files' in m] == table.warnings
+    assert len(table.warnings) == 2
     text = comparison_csv_text(table, paper_names=True)
     got = list(csv.DictReader(text.splitlines()))
     assert list(got[0]) == list(rows[0])
     for ref, row in zip(rows, got):
-        assert (row['model'], row['backbone']) == (ref['model'], ref['backbone'])
+        name = f'{ref["model"]} ({ref["backbone"]})' if ref['model'] in repeated \
+            else ref['model']
+        assert (row['model'], row['backbone']) == (name, ref['backbone'])
         for key in ['clean'] + columns:
             assert row[key] == f'{float(ref[key]):.2f}'
         for key in ('avg', 'delta_tp'):
@@ -316,6 +324,43 @@ def test_report_md_and_plots(tmp_path):
         assert len(data) > 5000 and data[:8] == b'\x89PNG\r\n\x1a\n'
 
 
+def test_report_headline_columns_and_provenance_are_readable(tmp_path):
+    """The headline says how many images each condition evaluated and which were held out
+    for the temperature; no empty Backbone column without a backbone; the provenance
+    table has one short row per field and leaves the fingerprint to results.json."""
+    fingerprint = dict(config_sha256='c' * 64, checkpoint_sha256='d' * 64,
+                       data=dict(files=['x' * 40] * 30), code='e' * 64)
+    temperature = dict(temperature=1.5, source='held-out split of the test set (2 images, '
+                       'seed 0; not evaluated)', num_images=2, images=['t1.png', 't2.png'])
+    prov = make_provenance(model='TinyViT', task='segmentation', config='configs/none.py',
+                           checkpoint_sha256='ab' * 32, seed=0, versions=VERSIONS,
+                           extra=dict(corruptions=['cloud', 'haze'], severities=[1, 3],
+                                      cfg_options={'test_dataloader.batch_size': 2},
+                                      temperature=temperature, evaluated_images=6,
+                                      fingerprint=fingerprint))
+    write_report(str(tmp_path), _subset(), task='segmentation', provenance=prov,
+                 plots=False)
+    text = (tmp_path / 'report.md').read_text(encoding='utf-8')
+    headline = text.split('\n')[2]
+    assert headline.endswith('Each condition evaluated 6 test images; 2 more were held out '
+                             'to fit the temperature and not evaluated (t1.png, t2.png).')
+    assert '| Model | Clean |' in text and 'Backbone' not in text
+    assert '| TinyViT | 80.00 |' in text
+    provenance = text.split('## Provenance')[1]
+    assert 'c' * 64 not in provenance and 'x' * 40 not in provenance  # fingerprint left out
+    assert 'in `results.json`' in provenance
+    assert '| corruptions | `cloud, haze` |' in provenance
+    assert '| evaluated_images | `6` |' in provenance
+    assert '| temperature | `1.500, from held-out split' in provenance
+    assert max(len(line) for line in provenance.splitlines()) < 200
+    with open(tmp_path / 'results.json') as handle:  # the fingerprint is kept there
+        assert json.load(handle)['provenance']['extra']['fingerprint'] == fingerprint
+    # without provenance of the images, no sentence about them
+    write_report(str(tmp_path / 'bare'), _subset(), task='segmentation', plots=False,
+                 provenance=make_provenance(model='M', versions=VERSIONS))
+    assert 'test image' not in (tmp_path / 'bare' / 'report.md').read_text(encoding='utf-8')
+
+
 def test_atomic_writes_leave_no_temp_files(tmp_path):
     _report(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ['drop_by_corruption.png', 'report.md',
@@ -340,14 +385,6 @@ def test_package_versions():
 
 
 # --------------------------------------------------------------------------- table tool
-def _load_tool():
-    spec = importlib.util.spec_from_file_location(
-        'robustness_table',
-        osp.join(PROJECT_ROOT, 'tools', 'analysis_tools', 'robustness_table.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_robustness_table_tool(tmp_path, capsys):
     a = {('clean', 0): 70.0, ('cloud', 1): 60.0, ('cloud', 2): 50.0, ('haze', 1): 65.0,
@@ -357,34 +394,57 @@ def test_robustness_table_tool(tmp_path, capsys):
     write_report(str(tmp_path / 'A'), a, task='segmentation', provenance=prov, plots=False)
     write_report(str(tmp_path / 'folder_b'), b, task='segmentation',
                  provenance=make_provenance(versions=VERSIONS), plots=False)
+    path_a = str(tmp_path / 'A' / 'results.json')
+    path_b = str(tmp_path / 'folder_b' / 'results.json')
     out, out_csv = tmp_path / 'table.md', tmp_path / 'table.csv'
-    tool = _load_tool()
-    rc = tool.main([str(tmp_path / 'A' / 'results.json'),
-                    str(tmp_path / 'folder_b' / 'results.json'),
-                    '--out', str(out), '--csv', str(out_csv)])
+    tool = load_tool('analysis_tools/robustness_table.py')
+    # files of different conditions are refused by default, naming what each lacks
+    assert run_tool(tool.main, [path_a, path_b, '--out', str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith('error: the results files do not hold the same conditions')
+    assert f'{path_a} (evaluated at severities 1, 2) lacks scale (not evaluated)' in err
+    assert f'{path_b} (evaluated at severities 1) lacks cloud at severities 2; rotate (not ' \
+        'evaluated)' in err
+    assert '--common-conditions' in err and not out.exists()
+    with pytest.raises(ValueError, match='do not hold the same conditions'):
+        build_comparison([path_a, path_b])
+
+    # restricted on request to clean, cloud@1 and haze@1
+    rc = run_tool(tool.main, [path_a, path_b, '--common-conditions', '--out', str(out),
+                              '--csv', str(out_csv)])
     assert rc == 0
     err = capsys.readouterr().err
-    assert 'warning' in err and 'rotate' in err and 'scale' in err
+    assert 'warning: restricted, as asked (--common-conditions), to the 3 conditions' in err
+    assert 'warning: ModelA: conditions left out (not in every file): cloud@2, rotate@1' in err
+    assert 'warning: folder_b: conditions left out (not in every file): scale@1' in err
     text = out.read_text(encoding='utf-8')
     lines = text.splitlines()
     assert lines[0] == '| Model | Backbone | Clean | Cloud | Haze | Avg | ΔTP |'
-    # A: cloud 55, haze 65 -> Avg 60, ΔTP 10; B: cloud 50, haze 67 -> Avg 58.5, ΔTP 16.5
-    assert lines[2] == '| ModelA | ViT-B | 70.00 | **55.00** | 65.00 | **60.00** | **10.00** |'
+    # A: cloud 60, haze 65 -> Avg 62.5, ΔTP 7.5; B: cloud 50, haze 67 -> Avg 58.5, ΔTP 16.5
+    assert lines[2] == '| ModelA | ViT-B | 70.00 | **60.00** | 65.00 | **62.50** | **7.50** |'
     assert lines[3] == '| folder_b | – | **75.00** | 50.00 | **67.00** | 58.50 | 16.50 |'
+    assert lines[4] == '' and lines[5].startswith('- restricted, as asked')
+    assert '- ModelA: conditions left out (not in every file): cloud@2, rotate@1' in lines
     with open(out_csv, newline='') as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == ['model', 'backbone', 'clean', 'cloud', 'haze', 'avg', 'delta_tp']
     assert rows[1]['model'] == 'folder_b' and rows[1]['delta_tp'] == '16.50'
-    assert 'missing severities haze: 2' in err  # A ran severity 2 for cloud only
-    assert 'different severities' in err  # A: 1, 2; B: 1
     with pytest.warns(UserWarning) as record:
-        build_comparison([str(tmp_path / 'A' / 'results.json'),
-                          str(tmp_path / 'folder_b' / 'results.json')])
+        build_comparison([path_a, path_b], common_conditions=True)
     messages = [str(w.message) for w in record]
     assert any('not in every file' in m and 'rotate' in m for m in messages)
-    assert any('missing severities haze: 2' in m for m in messages)
-    # stdout when no --out; a bad file is an error
-    assert tool.main([str(tmp_path / 'A' / 'results.json')]) == 0
-    assert '| ModelA | ViT-B | 70.00 |' in capsys.readouterr().out
-    assert tool.main([str(out_csv)]) == 2
-    assert 'error' in capsys.readouterr().err
+
+    # one file: its own numbers (cloud over 1 and 2), with a note on the severities
+    assert run_tool(tool.main, [path_a]) == 0
+    captured = capsys.readouterr()
+    own = read_results(path_a).summary
+    assert own.avg == pytest.approx((55.0 + 65.0 + 40.0) / 3)
+    assert f'| ModelA | ViT-B | 70.00 | 55.00 | 65.00 | 40.00 | {own.avg:.2f} | ' \
+        f'{own.delta_tp:.2f} |' in captured.out
+    assert 'different severities (cloud: 1, 2; haze: 1; rotate: 1)' in captured.err
+    # repeated names given are refused; a bad file is one error line
+    assert run_tool(tool.main, [path_a, path_b, '--common-conditions', '--names', 'x',
+                                'x']) == 2
+    assert "given more than once: ['x']" in capsys.readouterr().err
+    assert run_tool(tool.main, [str(out_csv)]) == 2
+    assert capsys.readouterr().err.startswith('error: ')

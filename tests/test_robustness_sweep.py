@@ -10,14 +10,14 @@ import pytest
 import torch
 
 import reobench_mm  # noqa: F401
-from reobench_mm.utils.cli import run_tool
+from reobench_cli import run_tool
 from conftest import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, free_port,
                       run_tools_together, train_checkpoint)
 from reobench_mm.robustness.plan import (parse_shard, select_corruptions, select_severities,
                                          shard_conditions, sweep_conditions)
 from reobench_mm.errors import SweepError
 from reobench_mm.robustness.sweep import CheckpointMismatchError, RobustnessSweep, run_sweep
-from reobench_mm.corruptions import list_corruptions
+from reobench_corruptions import list_corruptions
 from sweep_helpers import sweep_options as _options
 from sweep_helpers import untrained_checkpoint as _untrained_checkpoint
 

@@ -16,7 +16,7 @@ import cv2
 import pytest
 
 import reobench_mm  # noqa: F401
-from reobench_mm.utils.cli import run_tool
+from reobench_cli import run_tool
 import reobench_mm.analysis.report as report_module
 import reobench_mm.robustness.store as sweep_module
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG

@@ -21,7 +21,7 @@ from reobench_mm.utils.config import (check_corruption_args, corruption_settings
                                       corruption_tag, get_test_pipelines, infer_task,
                                       insert_corruption, prepare_test_config,
                                       prepare_train_config, tagged_path)
-from reobench_mm.corruptions import list_corruptions
+from reobench_corruptions import list_corruptions
 
 TRAIN_TOOL = osp.join(PROJECT_ROOT, 'tools', 'train.py')
 TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
@@ -104,10 +104,13 @@ def test_insert_into_stock_toolbox_configs(tmp_path):
     cfg = _stock_config(tmp_path, 'mmrotate::_base_/datasets/dota.py', 'mmrotate')
     insert_corruption(cfg, 'translate', 5)
     pipelines = dict(get_test_pipelines(cfg))
+    # a geometric corruption in mmrotate's order: the image before Resize, the boxes moved
+    # after their loading, by the same recorded transform
     assert _types(pipelines['test_dataloader.dataset.pipeline']) == [
-        'mmdet.LoadImageFromFile', 'mmdet.Resize', 'mmdet.LoadAnnotations', 'ConvertBoxType',
-        'ApplyCorruption', 'mmdet.PackDetInputs'
+        'mmdet.LoadImageFromFile', 'ApplyCorruption', 'mmdet.Resize', 'mmdet.LoadAnnotations',
+        'ConvertBoxType', 'ApplyCorruptionToLabels', 'mmdet.PackDetInputs'
     ]
+    assert pipelines['test_dataloader.dataset.pipeline'][1]['labels_later'] is True
     # DOTA's test_pipeline (for unlabelled test images) loads no annotations
     assert _types(pipelines['test_pipeline']) == [
         'mmdet.LoadImageFromFile', 'ApplyCorruption', 'mmdet.Resize', 'mmdet.PackDetInputs'
@@ -459,3 +462,56 @@ def test_rotated_detection_train_then_test_clean_and_corrupted(demo_data, tmp_pa
     for name, expected in (('clean', 'clean'), ('noisy', tag)):
         logs = ''.join(open(p).read() for p in glob.glob(f'{root}/{name}/*/*.log'))
         assert f'corruption: {expected}' in logs and f'metrics [{expected}]' in logs
+
+
+# ----------------------------------------------------------------------------- stock configs
+
+@pytest.mark.slow
+def test_the_plugin_line_on_the_command_line_is_not_imported_but_a_wrapper_is(demo_data,
+                                                                             tmp_path):
+    """MMEngine imports custom_imports when it reads a config file, so the plugin given as
+    --cfg-options is never imported and mmseg's own tools/test.py cannot find the loop;
+    the two-line wrapper config of the docs works, and so does this package's
+    tools/test.py on the stock config as it is, with the same number."""
+    import mmseg
+    mim = osp.join(osp.dirname(mmseg.__file__), '.mim')
+    stock_tool = osp.join(mim, 'tools', 'test.py')
+    stock_config = osp.join(mim, 'configs', 'pspnet', 'pspnet_r18-d8_4xb4-80k_potsdam-512x512.py')
+    if not (osp.isfile(stock_tool) and osp.isfile(stock_config)):
+        pytest.skip(f'mmseg was installed without its .mim files ({mim})')
+    from mmengine.registry import DefaultScope
+
+    from reobench_mm.registry import MODELS
+    cfg = Config.fromfile(stock_config)
+    cfg.model.pretrained = None  # no download: a randomly initialised PSPNet
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        model = MODELS.build(cfg.model)
+    checkpoint = str(tmp_path / 'pspnet.pth')
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
+    data_root = osp.join(demo_data, 'potsdam')
+    loader = _loader_options(data_root, ('test', ))
+    condition = ['test_cfg.type=CorruptionTestLoop', 'test_cfg.corruption=cloud',
+                 'test_cfg.severity=3']
+
+    result = subprocess.run(
+        [sys.executable, stock_tool, stock_config, checkpoint, '--work-dir',
+         str(tmp_path / 'cli'), '--cfg-options', 'custom_imports.imports=[reobench_mm]',
+         *condition, *loader], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert 'CorruptionTestLoop is not in the mmseg::loop registry' in result.stderr
+
+    wrapper = tmp_path / 'pspnet_r18_potsdam_robust.py'
+    wrapper.write_text("_base_ = ['mmseg::pspnet/pspnet_r18-d8_4xb4-80k_potsdam-512x512.py']\n"
+                       "custom_imports = dict(imports=['reobench_mm'], "
+                       "allow_failed_imports=False)\n")
+    stock, ours = run_tools_together(
+        [stock_tool, str(wrapper), checkpoint, '--work-dir', str(tmp_path / 'wrapper'),
+         '--cfg-options', *condition, *loader, 'log_level=INFO'],
+        [TEST_TOOL, stock_config, checkpoint, '--work-dir', str(tmp_path / 'ours'),
+         '--corruption', 'cloud', '--severity', '3', '--cfg-options', *loader])
+    assert 'test condition: cloud severity 3' in stock
+    logged = [float(v) for v in __import__('re').findall(r'mIoU: ([0-9.]+)', stock)]
+    with open(tmp_path / 'ours' / 'metrics_cloud_s3.json') as handle:
+        number = json.load(handle)['metrics']['mIoU']
+    assert logged and logged[-1] == pytest.approx(number, abs=5e-5)

@@ -43,7 +43,7 @@ DET_CONFIG = osp.join(ROOT, 'configs', 'demo',
 
 
 def parse_args() -> argparse.Namespace:
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(description='reobench_mm demo on synthetic data')
     parser.add_argument('--data-root', default='data/demo')
@@ -204,5 +204,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

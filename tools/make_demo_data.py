@@ -8,11 +8,9 @@ Same seed and sizes, same bytes. See reobench_mm.datasets.synthetic.
 import argparse
 import sys
 
-from reobench_mm.datasets.synthetic import make_demo_data, tree_digest
-
 
 def parse_args() -> argparse.Namespace:
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--out', default='data/demo', help='output folder')
@@ -27,6 +25,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    from reobench_mm.datasets.synthetic import make_demo_data, tree_digest
     counts = make_demo_data(args.out, seed=args.seed, num_train=args.num_train,
                             num_test=args.num_test, size=args.size)
     for name, splits in counts.items():
@@ -35,5 +34,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

@@ -16,7 +16,7 @@ import sys
 
 
 def main(argv=None) -> int:
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(description='merge the shards of a robustness sweep')
     parser.add_argument('work_dirs', nargs='+', help='work dirs of the shards')
@@ -34,5 +34,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

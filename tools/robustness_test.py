@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from reobench_mm.robustness.options import SWEEP_OPTIONS, add_option_arguments
 
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(
         description='Evaluate a segmentor or rotated detector clean and under corruptions')
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     from reobench_mm.engine.checkpoint import CheckpointError
     from reobench_mm.errors import SweepError
     from reobench_mm.robustness.options import SWEEP_OPTIONS, options_from_args
-    from reobench_mm.utils.cli import error_line
+    from reobench_cli import error_line
     from reobench_mm.robustness.sweep import RobustnessSweep
     try:
         sweep = RobustnessSweep(args.config, args.checkpoint, work_dir=args.work_dir,
@@ -97,5 +97,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

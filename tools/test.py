@@ -36,10 +36,10 @@ import time
 def parse_args():
     from mmengine.config import DictAction
 
-    from reobench_mm.corruptions import PROTOCOLS
-    from reobench_mm.corruptions.geometric import BORDER_MODES
+    from reobench_corruptions import PROTOCOLS
+    from reobench_corruptions.geometric import BORDER_MODES
 
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(
         description='Test a segmentor or rotated detector, clean or corrupted')
@@ -83,7 +83,7 @@ def condition_from_args(args, parser):
     Raises:
         KeyError, ValueError: an invalid condition.
     """
-    from reobench_mm.corruptions.condition import CLEAN_NAME, Condition
+    from reobench_corruptions.condition import CLEAN_NAME, Condition
 
     extras = {k: getattr(args, k) for k in ('severity', 'seed', 'protocol', 'border')}
     if args.corruption is None:
@@ -106,7 +106,7 @@ def main() -> int:
 
     from reobench_mm.engine.checkpoint import (CheckpointError, load_checkpoint_strict,
                                                read_checkpoint)
-    from reobench_mm.fileio import dump_json_atomic
+    from reobench_mm.fileio import dump_json_atomic, plain_float
     from reobench_mm.engine.workdir import restored_on_failure, wait_for_fresh_log_folder
     from reobench_mm.evaluation.keys import SEGMENTATION
     from reobench_mm.utils.config import prepare_test_config, tagged_path
@@ -167,7 +167,7 @@ def main() -> int:
     metrics = loop.run()
     runner.call_hook('after_run')
     seconds = time.time() - start
-    metrics = {key: float(value) for key, value in metrics.items()}
+    metrics = {key: plain_float(value) for key, value in metrics.items()}
     print_log(f'metrics [{label}]: ' + '  '.join(f'{k}: {v:.4f}' for k, v in metrics.items()),
               logger='current')
     if is_main_process():
@@ -182,5 +182,5 @@ def main() -> int:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

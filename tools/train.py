@@ -18,7 +18,7 @@ import os
 def parse_args():
     from mmengine.config import DictAction
 
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(description='Train a segmentor or rotated detector')
     parser.add_argument('config', help='train config file path')
@@ -58,5 +58,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

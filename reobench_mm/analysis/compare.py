@@ -84,12 +84,15 @@ def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[st
                    shift_paths: Optional[Sequence[str]] = None,
                    shift_names: Optional[Sequence[Optional[str]]] = None,
                    space: str = 'linear', n_bootstrap: int = 1000, seed: Optional[int] = 0,
-                   confidence: float = 0.95) -> CrossModelComparison:
+                   confidence: float = 0.95,
+                   common_conditions: bool = False) -> CrossModelComparison:
     """Load ``paths`` (and ``shift_paths``), then compute rank stability and
-    effective robustness. See :func:`load_model_set`, :func:`load_shift_values`,
-    :func:`rank_stability` and :func:`effective_robustness`."""
+    effective robustness. See :func:`load_model_set` (its rules on names and conditions
+    are those of every comparison; ``common_conditions=True`` restricts files of
+    different conditions to the common ones instead of refusing them),
+    :func:`load_shift_values`, :func:`rank_stability` and :func:`effective_robustness`."""
     check_space(space)
-    model_set = load_model_set(paths, names)
+    model_set = load_model_set(paths, names, common_conditions=common_conditions)
     notes = list(model_set.notes)
     shift_values = shift_files = None
     if shift_paths:
@@ -135,6 +138,7 @@ def comparison_to_dict(comparison: CrossModelComparison) -> Dict[str, Any]:
             entry[measure].update({f'{c}@mean': _number(ms.corruption_mean(c, measure)[i])
                                    for c in ms.corruptions})
             entry[measure][AVG] = _number(ms.corruption_mean(AVG, measure)[i])
+        entry[ms.metric]['delta_tp'] = _number(ms.delta_tp()[i])
         if comparison.shift_paths:
             entry['shift_path'] = comparison.shift_paths[name]
         models.append(entry)
@@ -182,17 +186,21 @@ def cross_model_markdown(comparison: CrossModelComparison) -> str:
     metric = ms.metric
     lines = [f'# Cross-model robustness ({len(ms.models)} models)', '',
              f'Task: {ms.task or "–"}; metric: {metric} (0–100); protocol: {ms.protocol}. '
-             f'Conditions common to every model: {len(ms.corruptions)} corruptions, '
-             f'severities {", ".join(map(str, ms.severities))}.', '']
+             f'Conditions of every model: {len(ms.corruptions)} corruptions, '
+             f'severities {", ".join(map(str, ms.severities))}'
+             + (' (restricted to those common to every file)' if ms.dropped else '') +
+             ". Avg: the mean over the corruptions of each corruption's mean over its "
+             'severities; ΔTP = Clean − Avg.', '']
     if comparison.notes:
         lines += [f'- {n}' for n in comparison.notes] + ['']
 
-    header = ['Model', f'Clean {metric}', f'Avg {metric}']
+    header = ['Model', f'Clean {metric}', f'Avg {metric}', 'ΔTP']
     if ECE_KEY in ms.values:
         header += [f'Clean {ECE_KEY}', f'Avg {ECE_KEY}']
     rows = []
     for i, model in enumerate(ms.models):
-        row = [model, fmt_number(ms.clean()[i]), fmt_number(ms.corruption_mean(AVG)[i])]
+        row = [model, fmt_number(ms.clean()[i]), fmt_number(ms.corruption_mean(AVG)[i]),
+               fmt_number(ms.delta_tp()[i])]
         if ECE_KEY in ms.values:
             row += [fmt_number(ms.clean(ECE_KEY)[i], 4),
                     fmt_number(ms.corruption_mean(AVG, ECE_KEY)[i], 4)]

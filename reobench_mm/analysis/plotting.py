@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
-from ..corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from ..evaluation.keys import CALIBRATION_PREFIX, CALIBRATION_PREFIXES, ECE, ECE_KEY, metric_key
 from ..fileio import atomic_write_bytes
 from .results import AVG, SHIFT, RobustnessSummary, check_condition
@@ -229,9 +229,52 @@ def plot_risk_coverage(summary: RobustnessSummary, details: Mapping[Any, Mapping
         plt.close(fig)
 
 
+#: Legend label of each element of a reliability diagram, in legend order.
+RELIABILITY_LABELS = {
+    'accuracy': 'accuracy of the bin\n(bar height)',
+    'under': 'part of the bar above the mean\nconfidence (underconfident)',
+    'over': 'mean confidence above the\naccuracy (overconfident)',
+    'diagonal': 'perfect calibration\n(accuracy = confidence)',
+}
+
+
+def _reliability_panel(ax, left: np.ndarray, width: np.ndarray, accuracy: np.ndarray,
+                       confidence: np.ndarray) -> List[Any]:
+    """Draw one reliability diagram on ``ax``; returns the artists drawn, each labelled
+    from :data:`RELIABILITY_LABELS`. Each bin with pixels is one bar of its accuracy:
+    solid up to the lower of accuracy and mean confidence, then the gap up to the higher
+    one, hatched: blue inside the bar where the accuracy is higher (underconfident), red
+    above it where the mean confidence is higher (overconfident). No two areas overlap,
+    so every colour on the panel is one legend entry."""
+    labels, drawn = RELIABILITY_LABELS, []
+    under, over = accuracy > confidence, confidence > accuracy
+    for mask, bottom, top, style in (
+            (np.ones(len(left), bool), 0.0, np.minimum(accuracy, confidence),
+             dict(color='#4c9be8', edgecolor='#1f4e79', linewidth=0.6,
+                  label=labels['accuracy'])),
+            (under, confidence, accuracy, dict(color='#a9cdf3', hatch='\\\\',
+                                               edgecolor='#1f4e79', linewidth=0.6,
+                                               label=labels['under'])),
+            (over, accuracy, confidence, dict(color='#f7c4be', hatch='//', edgecolor='#b03020',
+                                              linewidth=0.0, label=labels['over']))):
+        if mask.any():
+            bottom = np.broadcast_to(bottom, mask.shape)[mask]
+            drawn.append(ax.bar(left[mask], np.asarray(top)[mask] - bottom, bottom=bottom,
+                                width=width[mask], align='edge', **style))
+    drawn += ax.plot([0, 1], [0, 1], color='black', linestyle='--', linewidth=1.0,
+                     label=labels['diagonal'])
+    ax.set_axisbelow(True)  # the grid under the bars
+    return drawn
+
+
 def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str = '') -> str:
     """Draw one reliability diagram per entry of ``panels`` (a grid of up to four per
     row, the ECE in each panel's title, one legend for all) and save a PNG atomically.
+
+    Each bin with pixels is a bar of its accuracy; the gap to the bin's mean confidence
+    is hatched, blue inside the bar (accuracy above confidence) or red above it
+    (confidence above accuracy); the dashed diagonal is perfect calibration. The legend
+    names every element drawn (:data:`RELIABILITY_LABELS`).
 
     Args:
         panels (Mapping[str, dict]): Panel title -> the ``last_details`` of
@@ -258,7 +301,7 @@ def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str 
         spare = list(axes.ravel()[len(panels):])
         for ax in spare:
             ax.set_visible(False)
-        handles = None
+        handles: Dict[str, Any] = {}  # legend label -> the first artist drawn with it
         for index, (ax, (name, panel)) in enumerate(zip(axes.ravel(), panels.items())):
             data = panel.get('reliability', panel)
             missing = {'bin_edges', 'accuracy', 'mean_confidence'} - set(data)
@@ -269,19 +312,12 @@ def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str 
             accuracy = np.array([np.nan if v is None else v for v in data['accuracy']], float)
             confidence = np.array([np.nan if v is None else v
                                    for v in data['mean_confidence']], float)
-            filled = ~np.isnan(accuracy)
-            left, width = edges[:-1][filled], np.diff(edges)[filled]
+            filled = ~np.isnan(accuracy) & ~np.isnan(confidence)
             ece = data.get('ECE')
             ece_text = f'ECE = {ece:.4f}' if ece is not None else 'ECE = n/a'
-            bars = ax.bar(left, accuracy[filled], width=width, align='edge', color='#4c9be8',
-                          edgecolor='#1f4e79', linewidth=0.6, label='accuracy')
-            low = np.minimum(accuracy, confidence)[filled]
-            gaps = ax.bar(left, np.abs(confidence - accuracy)[filled], bottom=low, width=width,
-                          align='edge', color='#e8594c', alpha=0.35, hatch='//',
-                          edgecolor='#b03020', linewidth=0.0, label='gap to mean confidence')
-            diagonal, = ax.plot([0, 1], [0, 1], color='black', linestyle='--', linewidth=1.0,
-                                label='perfect calibration')
-            handles = handles or [bars, gaps, diagonal]
+            for artist in _reliability_panel(ax, edges[:-1][filled], np.diff(edges)[filled],
+                                             accuracy[filled], confidence[filled]):
+                handles.setdefault(artist.get_label(), artist)
             ax.set_xlim(0, 1)
             ax.set_ylim(0, 1)
             ax.set_aspect('equal')
@@ -298,13 +334,15 @@ def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str 
                 ax.xaxis.set_tick_params(labelbottom=True)
             ax.set_title(wrap_to_width(f'{name}\n{ece_text}', 2.9, 9), fontsize=9)
             ax.grid(True, alpha=0.3)
+        in_order = [handles[t] for t in RELIABILITY_LABELS.values() if t in handles]
         if spare:  # the legend in the first empty cell of the grid
             spare[0].set_visible(True)
             spare[0].axis('off')
-            spare[0].legend(handles=handles, loc='center', fontsize=8, frameon=False)
+            spare[0].legend(handles=in_order, loc='center', fontsize=8, frameon=False)
         else:
-            fig.legend(handles=handles, loc='outside lower center',
-                       ncols=3 if columns > 1 else 1, fontsize=8, frameon=False)
+            fig.legend(handles=in_order, loc='outside lower center',
+                       ncols=len(handles) if columns >= 4 else min(2, columns), fontsize=8,
+                       frameon=False)
         if title:
             fig.suptitle(wrap_to_width(title, fig.get_figwidth() - 0.2, 11), fontsize=11)
         return atomic_savefig(fig, path)
@@ -481,9 +519,32 @@ def _fraction_labels(fractions: Sequence[float], min_ratio: float = 1.5) -> List
     return labels
 
 
+def _drift_floor(document: Mapping[str, Any], block: str) -> List[float]:
+    """The distinct finite split-half floors (``cka_floor``) the conditions report for
+    ``block``, sorted (one value when, as the drift driver computes it from the clean
+    images alone, every condition reports the same)."""
+    values = {float(c['blocks'][block]['cka_floor']) for c in document['conditions']
+              if block in c['blocks'] and c['blocks'][block].get('cka_floor') is not None}
+    return sorted(v for v in values if math.isfinite(v))
+
+
+#: Legend labels of the reference lines of the representation-drift plot.
+DRIFT_LABELS = {
+    'identity': 'CKA = 1 (no drift)',
+    'floor': 'split-half noise floor\n(CKA of two halves of the\nclean images)',
+    'floor_range': 'split-half noise floor, range\nover the conditions',
+}
+
+
 def plot_representation_drift(document: Dict[str, Any], path: str) -> str:
     """CKA against severity, one line per corruption, one panel per block (four panels a
-    row), the corruptions named in one legend beside the panels."""
+    row), the corruptions and the reference lines named in one legend beside the panels.
+
+    Each panel draws CKA = 1 (identical representations) and, where the conditions hold
+    it, the block's split-half noise floor (``cka_floor``: the CKA between two random
+    halves of the clean images, the level of no per-image correspondence left), its value
+    in the panel's title; a floor that differs between conditions is drawn as the band
+    of its values."""
     plt = agg_pyplot()
     blocks = [b['name'] for b in document['blocks']]
     corruptions = list(dict.fromkeys(c['corruption'] for c in document['conditions']))
@@ -497,6 +558,7 @@ def plot_representation_drift(document: Dict[str, Any], path: str) -> str:
         severities = sorted({c['severity'] for c in document['conditions']})
         for ax in axes.flat[len(blocks):]:
             ax.set_visible(False)
+        references: Dict[str, Any] = {}  # legend label -> the first artist drawn with it
         for panel, (ax, block) in enumerate(zip(axes.flat, blocks)):
             for i, name in enumerate(corruptions):
                 points = sorted((c['severity'], c['blocks'][block]['cka'])
@@ -505,16 +567,31 @@ def plot_representation_drift(document: Dict[str, Any], path: str) -> str:
                 ys = [np.nan if v is None else v for _, v in points]
                 ax.plot(xs, ys, marker=markers[i % len(markers)], color=cmap(i % 20),
                         label=name, linewidth=1.4, markersize=5)
-            ax.axhline(1.0, color='black', linestyle='--', linewidth=0.8)
-            ax.set_title(wrap_to_width(block, 3.0, 9), fontsize=9)
+            line = ax.axhline(1.0, color='black', linestyle='--', linewidth=0.8,
+                              label=DRIFT_LABELS['identity'])
+            references.setdefault(DRIFT_LABELS['identity'], line)
+            floor = _drift_floor(document, block)
+            title = wrap_to_width(block, 3.0, 9)
+            if len(floor) == 1:
+                line = ax.axhline(floor[0], color='dimgrey', linestyle=':', linewidth=1.6,
+                                  label=DRIFT_LABELS['floor'])
+                references.setdefault(DRIFT_LABELS['floor'], line)
+                title += f'\nnoise floor {floor[0]:.3f}'
+            elif floor:
+                band = ax.axhspan(floor[0], floor[-1], color='grey', alpha=0.25,
+                                  linewidth=0, label=DRIFT_LABELS['floor_range'])
+                references.setdefault(DRIFT_LABELS['floor_range'], band)
+                title += f'\nnoise floor {floor[0]:.3f} to {floor[-1]:.3f}'
+            ax.set_title(title, fontsize=9)
             ax.set_xlabel('severity', fontsize=9)
             ax.set_xticks(severities)
             ax.tick_params(labelsize=8)
             ax.grid(True, alpha=0.3)
             if panel % columns == 0:
                 ax.set_ylabel('linear CKA (clean vs corrupted)', fontsize=9)
-        handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc='outside right center', fontsize=8, frameon=False)
+        handles = [h for h in axes.flat[0].get_lines() if h.get_label() in corruptions]
+        handles += [references[label] for label in DRIFT_LABELS.values() if label in references]
+        fig.legend(handles=handles, loc='outside right center', fontsize=8, frameon=False)
         return atomic_savefig(fig, path)
     finally:
         plt.close(fig)

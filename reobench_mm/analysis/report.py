@@ -30,7 +30,7 @@ import os.path as osp
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ..corruptions import list_corruptions
+from reobench_corruptions import list_corruptions
 from ..evaluation.keys import (CALIBRATION_METRICS, CALIBRATION_PREFIX, CALIBRATION_PREFIXES,
                                ECE, SCALED_CALIBRATION_PREFIX, SEGMENTATION, get_task,
                                metric_key, results_task)
@@ -195,17 +195,18 @@ def render_report_md(summary: RobustnessSummary,
     lines = [f'# Robustness report: {model}' + (f' ({backbone})' if backbone != MISSING else ''),
              '',
              f'Task: {summary.task or MISSING}; metric: {metric} (0–100); corruption protocol: '
-             f'{summary.protocol}.', '']
+             f'{summary.protocol}.' + _images_text(prov), '']
 
     columns = _table_columns(summary)
     lines += [f'## {metric} under corruption (REOBench Table 2 layout)', '']
-    header = ['Model', 'Backbone'] + paper_header(columns)
+    names = ['Model'] + (['Backbone'] if backbone != MISSING else [])
+    header = names + paper_header(columns)
     for i, name in enumerate(columns):  # seen in training: marked as in the tables below
         if name in summary.seen_in_training:
-            header[3 + i] += ' †'
-    row = [model, backbone] + PaperRow(summary.clean, summary.per_corruption, summary.avg,
-                                       summary.delta_tp).cells(columns)
-    lines += markdown_table(header, [row], align_left=2)
+            header[len(names) + 1 + i] += ' †'
+    row = [model] + ([backbone] if backbone != MISSING else []) + PaperRow(
+        summary.clean, summary.per_corruption, summary.avg, summary.delta_tp).cells(columns)
+    lines += markdown_table(header, [row], align_left=len(names))
     lines += ['', f'Each corruption column is the mean over its severities; Avg is the mean '
               f'over the {len(summary.corruptions)} included corruptions; ΔTP = Clean − Avg.'
               + (' †: seen in training (see below).' if summary.seen_in_training else ''),
@@ -318,14 +319,60 @@ def render_report_md(summary: RobustnessSummary,
 
     if prov:
         lines += ['## Provenance', '']
-        rows = []
-        for key, value in prov.items():
-            if key == 'versions' and isinstance(value, Mapping):
-                value = ', '.join(f'{k} {v}' for k, v in value.items() if v is not None)
-            rows.append([key, MISSING if value is None else f'`{value}`'])
-        lines += markdown_table(['Field', 'Value'], rows, align_left=2)
-        lines += ['']
+        lines += markdown_table(['Field', 'Value'], provenance_rows(prov), align_left=2)
+        lines += ['', 'The fingerprint of every input (the hashes that decide whether a '
+                  'condition record is reused) is in `results.json` and in each record.', '']
     return '\n'.join(lines)
+
+
+def _images_text(provenance: Mapping[str, Any]) -> str:
+    """The headline's sentence on the images: how many each condition evaluated, and
+    those held out for the temperature fit."""
+    extra = provenance.get('extra') or {}
+    count = extra.get('evaluated_images')
+    if not isinstance(count, int):
+        return ''
+    text = f' Each condition evaluated {count} test image{"s" if count != 1 else ""}'
+    record = extra.get('temperature')
+    if isinstance(record, Mapping) and str(record.get('source', '')).startswith('held-out'):
+        held = record.get('images') or []
+        text += (f'; {len(held)} more {"were" if len(held) != 1 else "was"} held out to fit '
+                 f'the temperature and not evaluated '
+                 f'({", ".join(osp.basename(str(h)) for h in held)})')
+    return text + '.'
+
+
+def _short(value: Any) -> str:
+    """A provenance value in one readable cell: lists joined, mappings as ``k=v``."""
+    if isinstance(value, Mapping):
+        return ', '.join(f'{k}={_short(v)}' for k, v in value.items()) or 'none'
+    if isinstance(value, (list, tuple)):
+        return ', '.join(map(_short, value)) or 'none'
+    return str(value)
+
+
+def provenance_rows(provenance: Mapping[str, Any]) -> List[List[str]]:
+    """The report's provenance table: one row per field, the fields of ``extra`` as rows
+    of their own, package versions on one line, the temperature as its value and source;
+    the input fingerprint is left to ``results.json`` (its hashes are not for reading)."""
+    rows = []
+
+    def add(key: str, value: Any) -> None:
+        rows.append([key, MISSING if value is None else f'`{_short(value)}`'])
+
+    for key, value in provenance.items():
+        if key == 'versions' and isinstance(value, Mapping):
+            add(key, ', '.join(f'{k} {v}' for k, v in value.items() if v is not None))
+        elif key == 'extra' and isinstance(value, Mapping):
+            for name, inner in value.items():
+                if name == 'fingerprint':
+                    continue
+                if name == 'temperature':
+                    inner = _temperature_text(provenance)
+                add(name, inner)
+        else:
+            add(key, value)
+    return rows
 
 
 def calibration_keys(summary: RobustnessSummary) -> List[str]:

@@ -3,7 +3,7 @@
 A sweep evaluates one model under a set of *conditions*: the clean test set and
 ``(corruption, severity)`` pairs. Its result is a mapping ``condition -> result``:
 
-* a condition is a :class:`~reobench_mm.corruptions.condition.Condition`, its key
+* a condition is a :class:`~reobench_corruptions.condition.Condition`, its key
   (``'clean'``, ``'cloud@3'``) or its pair (``('clean', 0)``, ``('cloud', 3)``), with a
   corruption of the protocol (engine names, e.g. ``'salt_pepper_noise'``) and a
   severity in 1..5 (:func:`check_condition`). The analysis keys its results by
@@ -42,9 +42,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..corruptions import CATEGORIES, get_corruption, list_corruptions
-from ..corruptions.base import check_protocol, resolve_corruptions
-from ..corruptions.condition import CLEAN_NAME, Condition
+from reobench_corruptions import CATEGORIES, get_corruption, list_corruptions
+from reobench_corruptions.base import check_protocol, resolve_corruptions
+from reobench_corruptions.condition import CLEAN_NAME, Condition
 from ..evaluation.keys import RESULTS_TASKS, results_task
 from ..fileio import nan_to_null
 
@@ -183,7 +183,7 @@ def _check_corruption(name: Any, protocol: str) -> str:
 
 def check_condition(condition: Any, protocol: str = 'reobench') -> Condition:
     """The condition of a results entry: ``Condition(corruption, severity,
-    protocol=protocol)``, from a :class:`~reobench_mm.corruptions.condition.Condition`
+    protocol=protocol)``, from a :class:`~reobench_corruptions.condition.Condition`
     (read as its pair), a key (``'clean'``, ``'cloud@3'``) or a pair.
 
     Stricter than a ``Condition``: the clean condition is ``('clean', 0)`` (a corruption

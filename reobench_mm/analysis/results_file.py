@@ -16,7 +16,7 @@ import os.path as osp
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ..corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from ..fileio import read_json
 from .results import ConditionResult, RobustnessSummary, aggregate, normalize_results
 

@@ -140,11 +140,14 @@ def paper_table_lines(summary: RobustnessSummary, caption: bool = False) -> List
 # ----------------------------------------------------------------------------------
 @dataclass
 class ComparisonTable:
-    """Rows of several models over the corruption columns common to all.
+    """Rows of several models over the same corruption columns.
 
     ``rows`` hold ``model``, ``backbone``, ``clean``, one value per column, ``avg``
-    and ``delta_tp`` (``avg``/``delta_tp`` recomputed over ``columns``). Built by
-    :func:`~reobench_mm.analysis.compare.build_comparison`.
+    and ``delta_tp``; ``warnings`` the remarks on how they were formed (names derived,
+    conditions left out), shown under the Markdown table. Built from a
+    :class:`~reobench_mm.analysis.model_set.ModelSet` by
+    :func:`~reobench_mm.analysis.model_set.comparison_table` (the numbers of the
+    cross-model comparison of the same files).
     """
     metric: str
     protocol: str
@@ -167,7 +170,8 @@ def _best(table: ComparisonTable, key: str, digits: int) -> Optional[float]:
 
 def comparison_markdown(table: ComparisonTable, digits: int = 2) -> str:
     """Markdown table like REOBench Tables 2/3, the best value per column in bold
-    (highest; lowest for ΔTP; ties all bold)."""
+    (highest; lowest for ΔTP; ties all bold), followed by the table's warnings as a
+    list."""
     keys = ['clean'] + table.columns + ['avg', 'delta_tp']
     best = {k: _best(table, k, digits) for k in keys}
     header = ['Model', 'Backbone'] + paper_header(table.columns)
@@ -176,7 +180,10 @@ def comparison_markdown(table: ComparisonTable, digits: int = 2) -> str:
         bold = [best[k] is not None and round(row[k], digits) == best[k] for k in keys]
         rows.append([str(row['model']), row['backbone'] or MISSING] +
                     table.paper_row(row).cells(table.columns, digits, bold))
-    return '\n'.join(markdown_table(header, rows, align_left=2)) + '\n'
+    lines = markdown_table(header, rows, align_left=2)
+    if table.warnings:
+        lines += [''] + [f'- {message}' for message in table.warnings]
+    return '\n'.join(lines) + '\n'
 
 
 def comparison_csv_text(table: ComparisonTable, digits: Optional[int] = 2,

@@ -18,12 +18,14 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+import numpy as np
 from mmengine.logging import print_log
 from mmengine.runner import TestLoop
 from torch.utils.data import DataLoader
 
-from ..corruptions.condition import CLEAN, Condition
+from reobench_corruptions.condition import CLEAN, Condition
 from ..evaluation.evaluator_cfg import label_ignore_index
+from ..fileio import plain_float
 from ..registry import LOOPS
 from .hooks import CheckpointClassesHook
 from ..transforms.placement import (Placement, check_condition_pair, condition_of,
@@ -45,7 +47,7 @@ class CorruptionTestLoop(TestLoop):
     (``corruption=None``, the default) the pipeline runs as it is written: clean, or
     the condition of its own ``ApplyCorruption`` step. The condition is logged with the
     metrics; :attr:`condition` is the loop's own (None without one) and :attr:`applied`
-    what the pipeline applies (both :class:`~reobench_mm.corruptions.condition.Condition`),
+    what the pipeline applies (both :class:`~reobench_corruptions.condition.Condition`),
     and every evaluated sample is checked to carry it in its metainfo.
 
     Args:
@@ -145,7 +147,9 @@ class CorruptionTestLoop(TestLoop):
         if not self.placements:
             print_log(f'test condition: {self.condition_text} (no test pipeline with an '
                       'image-loading step was found)', logger='current')
-        metrics = super().run()
+        # float32 metrics as their shortest decimal, as every entry point writes them
+        metrics = {key: plain_float(value) if isinstance(value, (float, np.floating)) else value
+                   for key, value in super().run().items()}
         print_log(f'metrics under {self.condition_text}: ' + ', '.join(
             f'{key}: {value:.4f}' if isinstance(value, float) else f'{key}: {value}'
             for key, value in metrics.items()), logger='current')

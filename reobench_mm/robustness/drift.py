@@ -28,7 +28,7 @@ from torch import nn
 
 from ..analysis.plotting import plot_representation_drift
 from ..analysis.report import make_provenance
-from ..corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from ..evaluation.functional.representation import (MIN_SPLIT_HALF_SAMPLES, PR_CONVENTIONS,
                                                     DriftAccumulator, SampleDriftAccumulator)
 from ..fileio import dump_json_atomic, file_sha256

@@ -80,23 +80,31 @@ FINGERPRINT_PARTS: Dict[str, Tuple[str, ...]] = {
                 'temperature_scaling', 'temperature_fit'),
 }
 
-#: Sources under ``reobench_mm/`` (folders or files) that compute a condition's numbers.
-#: Not included: the dataset converters and the synthetic-data generator (they write
-#: data, which the data part covers), the sweep, report and analysis modules.
-CODE_SOURCES = ('corruptions', 'transforms', 'models', 'datasets',
-                'engine/corruption_loop.py',
-                'evaluation/metrics/base.py', 'evaluation/metrics/classwise_iou.py',
-                'evaluation/metrics/rotated_map.py', 'evaluation/metrics/seg_calibration.py',
-                'evaluation/metrics/detection_calibration.py',
-                'evaluation/metrics/temperature.py', 'evaluation/functional/calibration.py',
-                'evaluation/functional/detection_calibration.py',
-                'evaluation/functional/temperature.py', 'evaluation/functional/streaming.py',
-                'robustness/decode_cache.py', 'robustness/evaluators.py',
-                'robustness/switching.py', 'robustness/temperature.py',
-                'robustness/test_loop.py')
-_NOT_CODE = ('datasets/converters', 'datasets/synthetic.py')
+#: Sources (folders or files, relative to the folder that holds the ``reobench_mm`` and
+#: ``reobench_corruptions`` packages) that compute a condition's numbers: the corruption
+#: engine and the plugin's transforms, models, datasets, metrics and test loops. Not
+#: included: the dataset converters and the synthetic-data generator (they write data,
+#: which the data part covers), the sweep, report and analysis modules.
+CODE_SOURCES = ('reobench_corruptions', 'reobench_mm/transforms', 'reobench_mm/models',
+                'reobench_mm/datasets', 'reobench_mm/engine/corruption_loop.py',
+                'reobench_mm/evaluation/evaluator_cfg.py',
+                'reobench_mm/evaluation/metrics/base.py',
+                'reobench_mm/evaluation/metrics/classwise_iou.py',
+                'reobench_mm/evaluation/metrics/rotated_map.py',
+                'reobench_mm/evaluation/metrics/seg_calibration.py',
+                'reobench_mm/evaluation/metrics/detection_calibration.py',
+                'reobench_mm/evaluation/metrics/temperature.py',
+                'reobench_mm/evaluation/functional/calibration.py',
+                'reobench_mm/evaluation/functional/detection_calibration.py',
+                'reobench_mm/evaluation/functional/temperature.py',
+                'reobench_mm/evaluation/functional/streaming.py',
+                'reobench_mm/robustness/decode_cache.py', 'reobench_mm/robustness/evaluators.py',
+                'reobench_mm/robustness/switching.py', 'reobench_mm/robustness/temperature.py',
+                'reobench_mm/robustness/test_loop.py')
+_NOT_CODE = ('reobench_mm/datasets/converters', 'reobench_mm/datasets/synthetic.py')
 
-PACKAGE_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+#: The folder that holds the two packages (a checkout, or site-packages).
+SOURCE_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 # ----------------------------------------------------------------------------- canonical form
@@ -226,14 +234,14 @@ def dataset_fingerprint(dataset: Any) -> Dict[str, Any]:
 def _source_files() -> List[str]:
     found = []
     for source in CODE_SOURCES:
-        path = osp.join(PACKAGE_ROOT, source)
+        path = osp.join(SOURCE_ROOT, source)
         if osp.isfile(path):
             found.append(path)
             continue
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if d != '__pycache__')
             found.extend(osp.join(root, name) for name in files if name.endswith('.py'))
-    skipped = tuple(osp.join(PACKAGE_ROOT, s) for s in _NOT_CODE)
+    skipped = tuple(osp.join(SOURCE_ROOT, s) for s in _NOT_CODE)
     return sorted(p for p in found if not p.startswith(skipped))
 
 
@@ -251,7 +259,7 @@ def code_fingerprint() -> Dict[str, Any]:
 def _code_fingerprint() -> Dict[str, Any]:
     digest = hashlib.sha256()
     for path in _source_files():
-        digest.update(osp.relpath(path, PACKAGE_ROOT).replace(os.sep, '/').encode('utf-8'))
+        digest.update(osp.relpath(path, SOURCE_ROOT).replace(os.sep, '/').encode('utf-8'))
         digest.update(b'\0')
         with open(path, 'rb') as handle:
             digest.update(hashlib.sha256(handle.read()).digest())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence, Union
 
-from ..corruptions import list_corruptions
-from ..corruptions.base import resolve_corruptions
+from reobench_corruptions import list_corruptions
+from reobench_corruptions.base import resolve_corruptions
 from ..errors import SweepError
 from ..transforms.random_corruption import training_corruptions
 

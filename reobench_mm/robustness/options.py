@@ -26,9 +26,9 @@ import numbers
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..corruptions import PROTOCOLS
-from ..corruptions.condition import Condition
-from ..corruptions.geometric import BORDER_MODES
+from reobench_corruptions import PROTOCOLS
+from reobench_corruptions.condition import Condition
+from reobench_corruptions.geometric import BORDER_MODES
 from ..errors import SweepError
 from .decode_cache import DEFAULT_MAX_BYTES
 from .plan import SweepPlan

@@ -1,7 +1,7 @@
 """What a robustness sweep evaluates: the selection of corruptions and severities, the
 list of conditions (clean first) and its shards.
 
-Conditions are :class:`~reobench_mm.corruptions.condition.Condition`. A sharded sweep
+Conditions are :class:`~reobench_corruptions.condition.Condition`. A sharded sweep
 (``shard=(i, n)``) evaluates the conditions ``i, i + n, i + 2n, ...`` of the full list
 (:func:`shard_conditions`); the clean condition is the first, so it belongs to shard 0.
 Nothing here reads or writes files.
@@ -12,10 +12,10 @@ import os.path as osp
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from ..corruptions import GROUPS, PROTOCOLS, list_corruptions
-from ..corruptions import resolve_corruptions as _resolve_names
-from ..corruptions.base import check_severity
-from ..corruptions.condition import CLEAN, Condition
+from reobench_corruptions import GROUPS, PROTOCOLS, list_corruptions
+from reobench_corruptions import resolve_corruptions as _resolve_names
+from reobench_corruptions.base import check_severity
+from reobench_corruptions.condition import CLEAN, Condition
 from ..errors import SweepError
 
 __all__ = [

@@ -16,7 +16,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from ..analysis.report import Report, write_report
 from ..analysis.results import ConditionResult, merge_results
-from ..corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from ..engine.workdir import write_error
 from ..errors import SweepError
 from ..evaluation.keys import results_task

@@ -22,7 +22,7 @@ import os.path as osp
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..analysis.results import condition_result_from_metrics, results_to_jsonable
-from ..corruptions.condition import CLEAN, Condition
+from reobench_corruptions.condition import CLEAN, Condition
 from ..engine.workdir import WorkDirLock, check_writable, write_error
 from ..errors import FingerprintMismatchError, SweepError
 from ..evaluation.keys import Task

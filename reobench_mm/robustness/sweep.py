@@ -14,7 +14,7 @@ What it evaluates (the selection, the conditions, their shards) is
 :mod:`reobench_mm.robustness.store`. Files under the work dir:
 
 - ``conditions/<tag>.json``: one per finished condition (the
-  :class:`~reobench_mm.corruptions.condition.Condition`'s ``tag``, e.g. ``clean``,
+  :class:`~reobench_corruptions.condition.Condition`'s ``tag``, e.g. ``clean``,
   ``cloud_s3``; its ``key``, e.g. ``cloud@3``, inside), written atomically: the settings,
   the raw metrics, the condition result and a fingerprint of the inputs. A rerun skips
   the conditions that have a file (unless ``force``), so a killed run loses at most the
@@ -49,7 +49,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 from mmengine.config import ConfigDict
 
 from ..analysis.report import Report
-from ..corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..engine.workdir import (WorkDirLock, WorkDirSnapshot, check_writable,
                               forget_runner_instances, remove_empty_dirs,

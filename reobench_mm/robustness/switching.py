@@ -3,8 +3,9 @@ dataloader's pipelines before the dataloader is built, switched per condition in
 process, the iterations run (the ``*_iter`` hooks see every one) and the configured
 evaluator evaluated; and what they return.
 
-Placement follows :mod:`reobench_mm.transforms.placement` (after the image loading, or
-after the annotation loading when a selected corruption is geometric). Persistent
+Placement follows :mod:`reobench_mm.transforms.placement` (after the image loading, with
+the label step of geometric corruptions after the annotation loading where the pipeline
+loads them later), the same for any selection. Persistent
 dataloader workers are turned off, so that the workers of each condition are started
 from the switched pipeline; every sample's metainfo is checked to carry the condition.
 
@@ -20,17 +21,19 @@ corruptions of each corruption's mean over its severities, and clean minus that.
 from __future__ import annotations
 
 import copy
+import logging
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from mmengine.logging import print_log
+from mmengine.logging import MMLogger, print_log
 from torch.utils.data import DataLoader
 
 from ..analysis.results import RobustnessSummary
-from ..corruptions import get_corruption
-from ..corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from ..engine.corruption_loop import check_batch_condition, check_not_empty
 from ..errors import SweepError
+from ..fileio import plain_float
 from ..evaluation.keys import (HELD_OUT_SCORES, HELD_OUT_SUFFIX, ROBUST_SCORES,
                                condition_metric_key, robust_key)
 from ..transforms.placement import (Placement, corruption_steps, place_condition,
@@ -46,7 +49,7 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
     """What a robustness loop returns: the clean condition's scalar metrics under their own
     keys, the robustness scores (``robust/avg``, ...), each corruption's mean
     (``robust/<corruption>``) and each condition's task metric (``<tag>/<metric>``)."""
-    out = {str(k): float(v) for k, v in clean_metrics.items()
+    out = {str(k): plain_float(v) for k, v in clean_metrics.items()
            if isinstance(v, (int, float)) and not isinstance(v, bool)}
     for name in ROBUST_SCORES:
         out[robust_key(name)] = float(getattr(summary, name))
@@ -58,6 +61,24 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
     for condition, result in summary.conditions.items():
         out[condition_metric_key(condition.tag, summary.metric)] = float(result.value)
     return out
+
+
+@contextmanager
+def _quiet_metric_tables(quiet: bool) -> Iterator[None]:
+    """Hold back what the metrics log at INFO while they compute (mmseg's ``IoUMetric``
+    and mmrotate's ``DOTAMetric`` log a per-class table at every evaluation: 13 lines per
+    condition, 800 of a 61-condition sweep's log) when ``quiet``; warnings still show.
+    The robustness loops log each condition's metric in one line, and every condition's
+    per-class numbers are in its record and the report; the clean condition's table is
+    kept."""
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    if quiet:
+        logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class ConditionSwitching:
@@ -75,10 +96,10 @@ class ConditionSwitching:
 
     def _place(self, dataloader: Union[DataLoader, Dict], scope: Optional[str],
                what: str) -> Tuple[Union[DataLoader, Dict], List[Placement]]:
-        """The clean step placed (for geometric corruptions when one is selected) into a
-        copy of the dataloader config (persistent workers off) or the built dataloader."""
-        geometric = any(get_corruption(name, self.plan.protocol).moves_labels
-                        for name in self.plan.corruptions)
+        """The clean step placed into a copy of the dataloader config (persistent workers
+        off) or the built dataloader, for geometric corruptions whatever the selection
+        (with the label step where the annotations are loaded after the image), so that
+        the pipeline, and the fingerprint of the records, is the same for any selection."""
         if isinstance(dataloader, dict):
             dataloader = copy.deepcopy(dataloader)
             if dataloader.get('persistent_workers'):
@@ -86,7 +107,7 @@ class ConditionSwitching:
                           'each condition start from the switched pipeline)',
                           logger='current')
                 dataloader['persistent_workers'] = False
-        placements = place_condition(dataloader, self.plan.clean, scope, geometric=geometric,
+        placements = place_condition(dataloader, self.plan.clean, scope, geometric=True,
                                      override=True, ignore_index=self.ignore_index)
         return dataloader, placements
 
@@ -111,10 +132,12 @@ class ConditionSwitching:
             self.runner.model.eval()
             for idx, data_batch in enumerate(self.dataloader):
                 self.run_iter(idx, data_batch)
-            metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
+            with _quiet_metric_tables(not condition.is_clean):
+                metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
         finally:
             self._switch(self.plan.clean)
-        return {str(k): float(v) for k, v in metrics.items()}, time.perf_counter() - start
+        return ({str(k): plain_float(v) for k, v in metrics.items()},
+                time.perf_counter() - start)
 
     def _check_batch(self, idx: int, data_batch: Any) -> None:
         check_batch_condition(data_batch, self._current, idx)

@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader
 
 from ..analysis.report import Report, make_provenance, write_report
 from ..analysis.results import ConditionResult
-from ..corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..engine.corruption_loop import empty_dataset_error
 from ..engine.hooks import CheckpointClassesHook
@@ -280,6 +280,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                        calibration=options.calibration,
                                        temperature=self.recorded_temperature(),
                                        seen_in_training=self.seen_in_training,
+                                       evaluated_images=len(self.dataloader.dataset),
                                        fingerprint=self.fingerprint)))
 
     # ------------------------------------------------------------------ evaluation

@@ -17,7 +17,7 @@ from mmengine.runner import ValLoop
 from torch.utils.data import DataLoader
 
 from ..analysis.results import aggregate
-from ..corruptions.condition import Condition
+from reobench_corruptions.condition import Condition
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import get_task
 from ..registry import LOOPS

@@ -1,8 +1,9 @@
 """Pipeline transforms registered for mmseg, mmdet and mmrotate pipelines, and the
 rules of where the corruption step goes in a pipeline."""
-from .corruption import ApplyCorruption, move_boxes
+from .corruption import ApplyCorruption, ApplyCorruptionToLabels, move_boxes, move_labels
 from .placement import Placement, corruption_position, corruption_steps, place_corruption
 from .random_corruption import RandomCorruption, training_corruptions
 
-__all__ = ['ApplyCorruption', 'RandomCorruption', 'training_corruptions', 'corruption_steps',
-           'move_boxes', 'Placement', 'corruption_position', 'place_corruption']
+__all__ = ['ApplyCorruption', 'ApplyCorruptionToLabels', 'RandomCorruption',
+           'training_corruptions', 'corruption_steps', 'move_boxes', 'move_labels',
+           'Placement', 'corruption_position', 'place_corruption']

@@ -9,15 +9,18 @@ import numpy as np
 import torch
 from mmcv.transforms import BaseTransform
 
-from ..corruptions import corrupt, corrupt_geometric, get_corruption
-from ..corruptions.appearance import check_channel_order, jpeg_round_trip
-from ..corruptions.base import (PROTOCOLS, as_bands, check_max_value, from_float,
+from reobench_corruptions import corrupt, corrupt_geometric, get_corruption
+from reobench_corruptions.appearance import check_channel_order, jpeg_round_trip
+from reobench_corruptions.base import (PROTOCOLS, as_bands, check_max_value, from_float,
                                 list_corruptions, to_float)
-from ..corruptions.condition import CLEAN_NAME, Condition
-from ..corruptions.geometric import GeometricTransform
+from reobench_corruptions.condition import CLEAN_NAME, Condition
+from reobench_corruptions.geometric import GeometricTransform
 from ..registry import TRANSFORMS
 
 BOX_POLICIES = ('reference', 'drop_outside')
+#: The sample key under which ``ApplyCorruption(labels_later=True)`` records the transform
+#: of a geometric corruption for :class:`ApplyCorruptionToLabels`.
+GEOMETRY_KEY = 'corruption_geometry'
 ANGLE_VERSIONS = ('le90', 'le135', 'oc')
 #: Engine options the transform sets itself (not through ``corruption_options``).
 _OWN_OPTIONS = ('channel_order', 'border')
@@ -102,7 +105,7 @@ class ApplyCorruption(BaseTransform):
     - corruption (str), severity (int): what was applied; add them to the packing
       transform's ``meta_keys`` to carry them into the sample's metainfo.
 
-    The condition is kept as a :class:`~reobench_mm.corruptions.condition.Condition`
+    The condition is kept as a :class:`~reobench_corruptions.condition.Condition`
     (:attr:`condition`; ``corruption``, ``severity``, ``seed``, ``protocol`` and
     ``border`` read its fields), so a no-op step says ``'clean'`` and severity 0.
 
@@ -129,6 +132,12 @@ class ApplyCorruption(BaseTransform):
             name, used whenever that corruption runs: ``dict(cloud_shadow=dict(bands=[0,
             1, 2]))`` clouds only those bands, ``dict(scale=dict(canvas='black'))`` the
             canvas of ``scale`` (see the corruptions' documentation).
+        labels_later (bool): the annotations are loaded after this step (the toolboxes'
+            test pipelines load them after ``Resize``): a geometric corruption moves the
+            image here, at its original size, and records its transform for
+            :class:`ApplyCorruptionToLabels`, placed after the annotation loading, which
+            moves the labels, still at their original size, by the same transform. The
+            placement rules set it (and insert that step) where a pipeline needs it.
     """
 
     def __init__(self, corruption: str = CLEAN_NAME, severity: int = 0, seed: int = 0,
@@ -138,7 +147,8 @@ class ApplyCorruption(BaseTransform):
                  max_value: Optional[float] = None,
                  reencode_jpeg_quality: Optional[int] = None,
                  allow_resized: bool = False,
-                 corruption_options: Optional[Mapping[str, Any]] = None) -> None:
+                 corruption_options: Optional[Mapping[str, Any]] = None,
+                 labels_later: bool = False) -> None:
         self.set_condition(Condition(corruption, severity, seed, protocol, border))
         if box_policy not in BOX_POLICIES:
             raise ValueError(f'box_policy must be one of {BOX_POLICIES}, got {box_policy!r}')
@@ -154,6 +164,9 @@ class ApplyCorruption(BaseTransform):
             raise ValueError(f'ignore_index must be an integer, got {ignore_index!r}')
         if not isinstance(allow_resized, bool):
             raise ValueError(f'allow_resized must be True or False, got {allow_resized!r}')
+        if not isinstance(labels_later, bool):
+            raise ValueError(f'labels_later must be True or False, got {labels_later!r}')
+        self.labels_later = labels_later
         self.box_policy, self.angle_version = box_policy, angle_version
         self.ignore_index, self.channel_order = int(ignore_index), channel_order
         self.max_value = check_max_value(max_value)
@@ -166,7 +179,7 @@ class ApplyCorruption(BaseTransform):
                       severity: Optional[int] = None, seed: Optional[int] = None,
                       protocol: Optional[str] = None, border: Optional[str] = None) -> None:
         """Switch this instance to another condition: a
-        :class:`~reobench_mm.corruptions.condition.Condition`, or its settings as the
+        :class:`~reobench_corruptions.condition.Condition`, or its settings as the
         constructor takes them (``set_condition('haze', 2, seed=3)``; settings left out
         take their defaults). The robustness sweep reuses one built pipeline for every
         condition. A rejected condition leaves the instance as it was.
@@ -271,7 +284,7 @@ class ApplyCorruption(BaseTransform):
         pending = [f'{path} but no {loaded}' for path, loaded in (
             ('seg_map_path', 'gt_seg_map'), ('instances', 'gt_bboxes'))
             if results.get(path) and results.get(loaded) is None]
-        if pending:
+        if pending and not self.labels_later:
             raise RuntimeError(
                 f'{self._what()} runs before the annotations are loaded (the sample has '
                 f'{" and ".join(pending)} yet): a geometric corruption moves the image, and '
@@ -296,7 +309,14 @@ class ApplyCorruption(BaseTransform):
         if self.spec.moves_labels:
             image, geometry = corrupt_geometric(image, self.corruption, self.severity,
                                                 border=self.border, **common, **extra)
-            self._move_labels(results, geometry)
+            if self.labels_later:  # moved by ApplyCorruptionToLabels, once they are loaded
+                results[GEOMETRY_KEY] = dict(
+                    geometry=geometry, ignore_index=self.ignore_index,
+                    angle_version=self.angle_version, box_policy=self.box_policy,
+                    what=self._what())
+            else:
+                move_labels(results, geometry, self.ignore_index, self.angle_version,
+                            self.box_policy)
         else:
             options = {'channel_order': self.channel_order} \
                 if 'channel_order' in self.spec.options else {}
@@ -314,32 +334,76 @@ class ApplyCorruption(BaseTransform):
         results['img'] = image
         return results
 
-    def _move_labels(self, results: dict, geometry: GeometricTransform) -> None:
-        for key in set(results.get('seg_fields', [])) | {'gt_seg_map'}:
-            if results.get(key) is not None:
-                results[key] = geometry.warp_label_map(results[key], self.ignore_index)
-        boxes = results.get('gt_bboxes')
-        if boxes is None or len(boxes) == 0:
-            return
-        moved = move_boxes(boxes, geometry, self.angle_version)
-        if self.box_policy == 'drop_outside':
-            h, w = geometry.output_shape
-            centres = moved.centers
-            keep = ((centres[:, 0] >= 0) & (centres[:, 0] < w) & (centres[:, 1] >= 0)
-                    & (centres[:, 1] < h)).numpy()
-            moved = moved[torch.from_numpy(keep)]
-            for field in ('gt_bboxes_labels', 'gt_ignore_flags'):
-                if results.get(field) is not None:
-                    results[field] = results[field][keep]
-        results['gt_bboxes'] = moved
-
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(corruption={self.corruption!r}, '
                 f'severity={self.severity}, seed={self.seed}, protocol={self.protocol!r}, '
                 f'border={self.border!r}, box_policy={self.box_policy!r}, '
                 f'reencode_jpeg_quality={self.reencode_jpeg_quality}, '
                 f'allow_resized={self.allow_resized}, '
-                f'corruption_options={self.corruption_options!r})')
+                f'corruption_options={self.corruption_options!r}, '
+                f'labels_later={self.labels_later})')
+
+
+def move_labels(results: dict, geometry: GeometricTransform, ignore_index: int,
+                angle_version: str = 'le90', box_policy: str = 'reference') -> None:
+    """Move the label maps (``gt_seg_map`` and ``seg_fields``; ``ignore_index`` where a
+    moved map has no source content) and the boxes (``gt_bboxes``, with
+    ``box_policy='drop_outside'`` dropping those whose centre leaves the image, and their
+    labels and ignore flags) of ``results`` by ``geometry``."""
+    for key in set(results.get('seg_fields', [])) | {'gt_seg_map'}:
+        if results.get(key) is not None:
+            results[key] = geometry.warp_label_map(results[key], ignore_index)
+    boxes = results.get('gt_bboxes')
+    if boxes is None or len(boxes) == 0:
+        return
+    moved = move_boxes(boxes, geometry, angle_version)
+    if box_policy == 'drop_outside':
+        h, w = geometry.output_shape
+        centres = moved.centers
+        keep = ((centres[:, 0] >= 0) & (centres[:, 0] < w) & (centres[:, 1] >= 0)
+                & (centres[:, 1] < h)).numpy()
+        moved = moved[torch.from_numpy(keep)]
+        for field in ('gt_bboxes_labels', 'gt_ignore_flags'):
+            if results.get(field) is not None:
+                results[field] = results[field][keep]
+    results['gt_bboxes'] = moved
+
+
+@TRANSFORMS.register_module()
+class ApplyCorruptionToLabels(BaseTransform):
+    """The label part of a geometric corruption whose image part ran before the
+    annotations were loaded (``ApplyCorruption(labels_later=True)``).
+
+    The toolboxes' test pipelines load the annotations after ``Resize``, at the original
+    size, so that predictions are scored against the original labels. There the image is
+    corrupted right after loading, at its original size, and the transform it went
+    through is recorded in the sample; this step, right after the annotation loading (and
+    ``ConvertBoxType``), moves the label maps and boxes by that same transform, with the
+    image step's ``ignore_index``, ``angle_version`` and ``box_policy``. Without a recorded
+    transform (a clean sample, a pixel-value corruption, or labels already moved) it does
+    nothing. The placement rules insert it where a pipeline needs it.
+
+    Required Keys: ``gt_seg_map`` / ``gt_bboxes`` (optional; at the original size).
+    Modified Keys: ``gt_seg_map`` and ``seg_fields``, ``gt_bboxes``, ``gt_bboxes_labels``,
+    ``gt_ignore_flags``.
+    """
+
+    def transform(self, results: dict) -> dict:
+        record = results.pop(GEOMETRY_KEY, None)
+        if record is None:
+            return results
+        geometry = record['geometry']
+        for key in set(results.get('seg_fields', [])) | {'gt_seg_map'}:
+            labels = results.get(key)
+            if labels is not None and tuple(labels.shape[:2]) != geometry.source_shape:
+                raise RuntimeError(
+                    f'{record["what"]} moved the image at {geometry.source_shape[0]}x'
+                    f'{geometry.source_shape[1]}, but {key} is {labels.shape[0]}x'
+                    f'{labels.shape[1]}: a step between resized the labels. Put '
+                    'ApplyCorruptionToLabels right after the annotation loading')
+        move_labels(results, geometry, record['ignore_index'], record['angle_version'],
+                    record['box_policy'])
+        return results
 
 
 def move_boxes(boxes, geometry: GeometricTransform, angle_version: str = 'le90'):

@@ -1,24 +1,26 @@
 """Where ``ApplyCorruption`` goes in a data pipeline.
 
 A corruption's severity table is defined on the original image, and a geometric
-corruption must move the labels with the image. So the step belongs
-
-- right after image loading (and the annotation loading that directly follows it),
-  before anything that resizes, crops, pads or flips the image, for corruptions that
-  only change pixel values;
-- after the last annotation loading (and box-type conversion) step for geometric
-  corruptions (``rotate``, ``scale``, ``translate``), so that the label maps and boxes
-  exist when the image moves.
+corruption must move the labels with the image. So the step belongs right after image
+loading (and the loading steps that directly follow it: annotation loading, box-type
+conversion), before anything that resizes, crops, pads or flips the image — for every
+corruption. Where the annotations are loaded there too (this project's pipelines), a
+geometric corruption (``rotate``, ``scale``, ``translate``) moves image and labels in
+that one step.
 
 The toolboxes' own test pipelines load the annotations *after* ``Resize`` (so that the
-ground truth keeps its original resolution): there the geometric position comes after
-the resize, which is only right when the resize leaves the image as it is (REOBench's
-test images already have the test size). ``ApplyCorruption`` checks that at run time and
-refuses a resized image, so a wrong placement cannot go unnoticed.
+ground truth keeps its original resolution). There a geometric corruption is applied in
+two parts, both at the original size: the image part right after the image loading
+(``ApplyCorruption(labels_later=True)``, which records the transform it applied), and
+:class:`~.corruption.ApplyCorruptionToLabels` right after the last annotation loading
+(and box-type conversion), which moves the labels by that transform. So every corruption
+works on the toolboxes' pipelines in their own order, with the labels scored at the size
+the toolboxes score them. ``ApplyCorruption`` checks at run time that the image still has
+its original size and refuses it otherwise, so a wrong placement cannot go unnoticed.
 
 The functions here work on config lists (dicts with ``type``) and on built pipelines
 (transform objects) alike; conditions come and go as
-:class:`~reobench_mm.corruptions.condition.Condition`.
+:class:`~reobench_corruptions.condition.Condition`.
 """
 from __future__ import annotations
 
@@ -26,11 +28,12 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
-from ..corruptions.condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
-from .corruption import ApplyCorruption
+from reobench_corruptions.condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
+from .corruption import ApplyCorruption, ApplyCorruptionToLabels
 
 __all__ = [
-    'CORRUPTION_TYPE', 'BOX_CONVERSIONS', 'CORRUPTION_META_KEYS', 'Placement',
+    'CORRUPTION_TYPE', 'LABEL_STEP_TYPE', 'BOX_CONVERSIONS', 'CORRUPTION_META_KEYS',
+    'Placement', 'label_step_position', 'is_label_step', 'place_label_step',
     'transform_name', 'is_image_loading_name', 'is_annotation_loading_name',
     'is_loading_name', 'is_corruption_step', 'corruption_position', 'is_valid_position',
     'place_corruption', 'dataset_pipelines', 'built_dataset_pipelines',
@@ -40,6 +43,8 @@ __all__ = [
 ]
 
 CORRUPTION_TYPE = 'ApplyCorruption'
+#: The label part of a geometric corruption whose labels are loaded after the image step.
+LABEL_STEP_TYPE = 'ApplyCorruptionToLabels'
 #: ``ApplyCorruption``'s own ``ignore_index`` (the label written where a moved label map
 #: has no source content).
 DEFAULT_STEP_IGNORE_INDEX = inspect.signature(ApplyCorruption).parameters['ignore_index'].default
@@ -148,32 +153,70 @@ def _appearance_range(names: Sequence[str]) -> Tuple[int, int]:
     return first, last
 
 
-def _geometric_position(names: Sequence[str]) -> int:
-    image = _image_loader(names)
-    return max(i for i, name in enumerate(names) if is_loading_name(name) or i == image) + 1
+def label_step_position(names: Sequence[str]) -> Optional[int]:
+    """Where the label part of a geometric corruption goes among ``names`` (a pipeline
+    without corruption steps): right after the last annotation loading or box conversion
+    when one comes after a step that is not loading (the toolboxes' ``Resize`` before
+    ``LoadAnnotations``); None when every annotation loading directly follows the image
+    loading (the image step moves the labels itself)."""
+    last = _appearance_range(names)[1]
+    later = [i for i in range(last, len(names)) if is_annotation_loading_name(names[i])]
+    return max(later) + 1 if later else None
 
 
-def corruption_position(names: Sequence[str], geometric: bool) -> int:
+def corruption_position(names: Sequence[str]) -> int:
     """Where ``ApplyCorruption`` goes among the steps ``names`` (a pipeline without it),
-    as an index to insert at.
+    as an index to insert at: right after the image loading and the loading steps that
+    directly follow it, for every corruption (a geometric one needs the label step of
+    :func:`label_step_position` too when the annotations are loaded later).
 
     Args:
         names: transform class names (see :func:`transform_name`).
-        geometric: whether a geometric corruption may be applied (it needs the labels).
 
     Raises:
         ValueError: the pipeline has no image-loading step.
     """
-    return _geometric_position(names) if geometric else _appearance_range(names)[1]
+    return _appearance_range(names)[1]
 
 
 def is_valid_position(names: Sequence[str], index: int, geometric: bool) -> bool:
     """Whether inserting at ``index`` of ``names`` (a pipeline without the step) is a
-    right place (see the module docstring)."""
-    if geometric:
-        return index == _geometric_position(names)
+    right place (see the module docstring): for a pixel-value corruption anywhere in the
+    loading steps right after the image loading, for a geometric one after all of them."""
     first, last = _appearance_range(names)
-    return first <= index <= last
+    return index == last if geometric else first <= index <= last
+
+
+def is_label_step(step: Any) -> bool:
+    return transform_name(step) == LABEL_STEP_TYPE
+
+
+def _set_labels_later(step: Any, value: bool) -> None:
+    if isinstance(step, dict):
+        if value or step.get('labels_later'):
+            step['labels_later'] = value
+    else:
+        step.labels_later = value
+
+
+def place_label_step(pipeline: list, image_step: Any,
+                      make_label_step: Callable[[], Any]) -> Optional[int]:
+    """Give a pipeline whose annotations load after the image step one label step right
+    after the last annotation loading (moved there, or inserted), and tell the image step
+    (``labels_later``); remove label steps from a pipeline that needs none. Returns the
+    label step's index (None without one)."""
+    steps = [s for s in pipeline if is_label_step(s)]
+    for step in steps:
+        pipeline.remove(step)
+    names = [transform_name(s) for s in pipeline]
+    plain = [n for n in names if n != CORRUPTION_TYPE]
+    needed = label_step_position(plain) is not None
+    _set_labels_later(image_step, needed)
+    if not needed:
+        return None
+    index = max(i for i, n in enumerate(names) if is_annotation_loading_name(n)) + 1
+    pipeline.insert(index, steps[0] if steps else make_label_step())
+    return index
 
 
 @dataclass(frozen=True)
@@ -185,11 +228,15 @@ class Placement:
         names: the pipeline's transform names, the step included.
         moved_from: its index before it was moved (None: inserted, or left in place).
         inserted: whether it was added.
+        label_index: the index of the label step (:data:`LABEL_STEP_TYPE`) that moves
+            the labels of a geometric corruption loaded after the image step (None: the
+            image step moves them itself, or no geometric corruption is placed).
     """
     index: int
     names: Tuple[str, ...]
     moved_from: Optional[int] = None
     inserted: bool = False
+    label_index: Optional[int] = None
 
     def describe(self) -> str:
         """``'ApplyCorruption after LoadAnnotations, before PackSegInputs (step 4 of 5)'``;
@@ -209,17 +256,26 @@ class Placement:
         if between:
             text += (f'; it runs after {", ".join(between)}, so it checks at run time that the '
                      'image still has its original size')
+        if self.label_index is not None:
+            text += (f'; the labels of geometric corruptions are moved by {LABEL_STEP_TYPE} '
+                     f'after {self.names[self.label_index - 1]} (step '
+                     f'{self.label_index + 1}), at their original size')
         return text
 
 
 def place_corruption(pipeline: list, geometric: bool, make_step: Callable[[], Any],
-                     move_misplaced: bool = True) -> Tuple[Any, Placement]:
+                     move_misplaced: bool = True,
+                     make_label_step: Optional[Callable[[], Any]] = None
+                     ) -> Tuple[Any, Placement]:
     """Make sure ``pipeline`` (a config list or a built transform list, edited in place)
-    has one ``ApplyCorruption`` step at a right place.
+    has one ``ApplyCorruption`` step at a right place, and, for geometric corruptions
+    where the annotations are loaded after it, a label step after the annotation loading.
 
     A missing step is made with ``make_step()`` and inserted at
     :func:`corruption_position`; an existing one at a wrong place is moved there (with
-    ``move_misplaced``; otherwise left where it is).
+    ``move_misplaced``; otherwise left where it is). With ``geometric`` and
+    ``make_label_step``, the label step (:func:`label_step_position`) is inserted (or
+    moved) where the pipeline needs one and the image step gets ``labels_later``.
 
     Returns:
         ``(step, placement)``.
@@ -235,20 +291,24 @@ def place_corruption(pipeline: list, geometric: bool, make_step: Callable[[], An
                          f'(at steps {[i + 1 for i in found]}); keep one')
     names = [transform_name(step) for step in pipeline]
     if not found:
-        index = corruption_position(names, geometric)
-        step = make_step()
-        pipeline.insert(index, step)
-        names.insert(index, CORRUPTION_TYPE)
-        return step, Placement(index, tuple(names), inserted=True)
-    current = found[0]
-    rest = names[:current] + names[current + 1:]
-    if not move_misplaced or is_valid_position(rest, current, geometric):
-        return pipeline[current], Placement(current, tuple(names))
-    index = corruption_position(rest, geometric)
-    step = pipeline.pop(current)
-    pipeline.insert(index, step)
-    rest.insert(index, CORRUPTION_TYPE)
-    return step, Placement(index, tuple(rest), moved_from=current)
+        step, moved_from, inserted = make_step(), None, True
+    else:
+        current = found[0]
+        step, inserted = pipeline[current], False
+        plain = [n for i, n in enumerate(names) if i != current]
+        moved_from = None if not move_misplaced or is_valid_position(
+            plain, current, geometric) else current
+    if inserted or moved_from is not None:
+        if not inserted:
+            pipeline.pop(moved_from)
+        # label steps are not loading steps: they do not shift the image step's place
+        pipeline.insert(corruption_position([transform_name(s) for s in pipeline]), step)
+    label_index = None
+    if geometric and make_label_step is not None:
+        label_index = place_label_step(pipeline, step, make_label_step)
+    index = next(i for i, s in enumerate(pipeline) if s is step)
+    return step, Placement(index, tuple(transform_name(s) for s in pipeline),
+                           moved_from=moved_from, inserted=inserted, label_index=label_index)
 
 
 # ----------------------------------------------------------------------------- datasets
@@ -415,7 +475,11 @@ def place_condition(dataloader: Any, condition: Condition,
     Args:
         condition: the condition to apply.
         scope: default scope of the config (to find the packing steps' ``meta_keys``).
-        geometric: place for geometric corruptions (default: whether ``condition`` is one).
+        geometric: place for geometric corruptions (default: whether ``condition`` is one):
+            where the annotations are loaded after the image step, a label step
+            (:data:`LABEL_STEP_TYPE`) goes after them. The robustness loops place for
+            geometric corruptions whatever they select, so that the pipeline, and with it
+            the fingerprint of their records, does not depend on the selection.
         override: replace the condition of a step that applies another one (what
             explicit requests do: ``--corruption``, ``insert_corruption``). Otherwise such
             a step is a conflict: two places of the config name different conditions.
@@ -441,12 +505,17 @@ def place_condition(dataloader: Any, condition: Condition,
 
         def make_step():
             return dict(type=CORRUPTION_TYPE, **settings, **options)
+
+        def make_label_step():
+            return dict(type=LABEL_STEP_TYPE)
     else:
         dataset = dataloader.dataset
         pipelines = list(built_dataset_pipelines(dataset))
 
         def make_step():
             return ApplyCorruption(**settings, **options)
+
+        make_label_step = ApplyCorruptionToLabels
     if not pipelines:
         raise ValueError('the test dataset has no pipeline with an image-loading step (e.g. '
                          'LoadImageFromFile) to put ApplyCorruption into')
@@ -467,7 +536,8 @@ def place_condition(dataloader: Any, condition: Condition,
                     _check_ignore_index(path, step, int(ignore_index))
     placements = []
     for _, pipeline in pipelines:
-        step, placement = place_corruption(pipeline, geometric, make_step, move_misplaced)
+        step, placement = place_corruption(pipeline, geometric, make_step, move_misplaced,
+                                           make_label_step)
         if isinstance(step, dict):
             step.update(settings)
         else:
@@ -517,7 +587,7 @@ def label_pipelines(dataloader: Any, scope: Optional[str] = None,
 
 def condition_of(steps: Sequence[Any]) -> Condition:
     """The condition that ``steps`` (the corruption steps of a built pipeline) apply:
-    :data:`~reobench_mm.corruptions.condition.CLEAN` without any (and for no-op steps).
+    :data:`~reobench_corruptions.condition.CLEAN` without any (and for no-op steps).
     Raises a ``RuntimeError`` when they disagree."""
     found = {CLEAN if s.is_noop else s.condition for s in steps}
     if len(found) > 1:

@@ -7,7 +7,7 @@ condition exactly as :class:`~.corruption.ApplyCorruption` does (it *is* an
 same label moving for geometric corruptions).
 
 Every draw is a function of ``(seed, the sample's file name, the epoch)`` only (SHA-256
-seeded generators, :func:`~reobench_mm.corruptions.base.make_rng`), so a run gives the
+seeded generators, :func:`~reobench_corruptions.base.make_rng`), so a run gives the
 same images whatever the number of workers, the batch size or the order. The epoch
 comes from :class:`~reobench_mm.datasets.epoch.EpochIndexSampler` and
 :class:`~reobench_mm.datasets.epoch.EpochIndexedDataset` (``data_epoch`` in the data
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from ..corruptions import get_corruption
-from ..corruptions.base import check_severity, make_rng, resolve_corruptions
-from ..corruptions.condition import Condition
+from reobench_corruptions import get_corruption
+from reobench_corruptions.base import check_severity, make_rng, resolve_corruptions
+from reobench_corruptions.condition import Condition
 from ..registry import TRANSFORMS
-from .corruption import ApplyCorruption
-from .placement import (Placement, corruption_position, inner_steps, is_corruption_step,
-                        transform_name)
+from .corruption import ApplyCorruption, ApplyCorruptionToLabels
+from .placement import (LABEL_STEP_TYPE, Placement, corruption_position, inner_steps,
+                        is_corruption_step, place_label_step, transform_name)
 
 __all__ = ['RandomCorruption', 'training_corruptions', 'RANDOM_CORRUPTION_TYPES', 'pool_of',
            'is_random_corruption', 'place_random_corruption']
@@ -215,9 +215,9 @@ def place_random_corruption(pipeline: list, step: Any) -> Placement:
     """Insert a ``RandomCorruption`` step (config or built) into a training pipeline
     (config list or built transform list, edited in place) where the placement rules of
     :mod:`~reobench_mm.transforms.placement` put a corruption step: right after the image
-    loading and the loading steps that directly follow it, or after the last annotation
-    loading when its pool holds a geometric corruption (whose labels must move too) —
-    before any resize, crop, flip or photometric step, in the pipeline's own order.
+    loading and the loading steps that directly follow it, before any resize, crop, flip
+    or photometric step, in the pipeline's own order (with a pool holding a geometric
+    corruption and annotations loaded later, with the label step after them too).
 
     Raises:
         ValueError: the pipeline has a corruption step already (``RandomCorruption`` or
@@ -235,7 +235,12 @@ def place_random_corruption(pipeline: list, step: Any) -> Placement:
         else step.protocol
     geometric = any(get_corruption(n, protocol).moves_labels for n in pool_of(step))
     names = [transform_name(s) for s in pipeline]
-    index = corruption_position(names, geometric)
+    index = corruption_position(names)
     pipeline.insert(index, step)
-    names.insert(index, transform_name(step))
-    return Placement(index, tuple(names), inserted=True)
+    label_index = None
+    if geometric:
+        label_index = place_label_step(pipeline, step, (
+            (lambda: dict(type=LABEL_STEP_TYPE)) if isinstance(step, Mapping)
+            else ApplyCorruptionToLabels))
+    return Placement(index, tuple(transform_name(s) for s in pipeline), inserted=True,
+                     label_index=label_index)

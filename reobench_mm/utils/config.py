@@ -9,7 +9,7 @@ it can be used (and tested) from Python:
 - :func:`insert_corruption` puts one ``ApplyCorruption`` into the test pipelines
   of a config at the right place (or updates, and if misplaced moves, the one there);
 - :func:`applied_condition` reads back what a config's test run applies (a
-  :class:`~reobench_mm.corruptions.condition.Condition`, whose ``tag`` names its files),
+  :class:`~reobench_corruptions.condition.Condition`, whose ``tag`` names its files),
   :func:`tagged_path` adds that tag to a path;
 - :func:`prepare_train_config` / :func:`prepare_test_config` apply the command-line
   options the way MMSegmentation's and MMRotate's own tools do;
@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 from mmengine.config import Config, ConfigDict
 from mmengine.logging import print_log
 
-from ..corruptions.condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
+from reobench_corruptions.condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
 from ..evaluation.keys import SEGMENTATION, TASK_OF_PACKING, TASK_OF_SCOPE
 from ..registry import ensure_custom_imports
 from ..transforms.placement import (CORRUPTION_META_KEYS, Placement, check_condition_pair,
@@ -106,7 +106,7 @@ def check_corruption_args(corruption: str, severity: int, seed: int = 0,
                           ) -> Dict[str, Any]:
     """The settings of ``Condition(corruption, severity, seed, protocol, border)`` (a
     wrapper kept for callers of the loose settings; the checks are the
-    :class:`~reobench_mm.corruptions.condition.Condition`'s).
+    :class:`~reobench_corruptions.condition.Condition`'s).
 
     Raises:
         KeyError: unknown corruption (the message lists the valid names).
@@ -121,7 +121,7 @@ def insert_corruption(cfg: Config, corruption: Union[Condition, str],
                       geometric: Optional[bool] = None,
                       override: bool = True) -> List[Placement]:
     """Make the config's test pipelines apply one condition (in place): a
-    :class:`~reobench_mm.corruptions.condition.Condition`, or its settings
+    :class:`~reobench_corruptions.condition.Condition`, or its settings
     (``insert_corruption(cfg, 'cloud', 3, seed=1)``; seed, protocol and border default to
     ``0``, ``'reobench'`` and ``'reflect'``).
 
@@ -224,7 +224,7 @@ def use_corruption_loop(cfg: Config, condition: Condition) -> None:
 def applied_condition(cfg: Config) -> Condition:
     """What a test run of the config applies: the condition of its ``CorruptionTestLoop``,
     else that of the test pipeline's ``ApplyCorruption`` step;
-    :data:`~reobench_mm.corruptions.condition.CLEAN` when there is none or the step is a
+    :data:`~reobench_corruptions.condition.CLEAN` when there is none or the step is a
     no-op."""
     condition = corruption_loop_condition(cfg)
     if condition is None:
@@ -415,7 +415,7 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
     """The test config as ``tools/test.py`` runs it, with the condition it applies.
 
     The condition comes from ``corruption`` (the command-line flags: a
-    :class:`~reobench_mm.corruptions.condition.Condition`, or its settings, those left out
+    :class:`~reobench_corruptions.condition.Condition`, or its settings, those left out
     taking their defaults) if given, else
     from the config's ``CorruptionTestLoop`` (``test_cfg``, which ``--cfg-options
     test_cfg.corruption=... test_cfg.severity=...`` may have set; a plain ``TestLoop`` given

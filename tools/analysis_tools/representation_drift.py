@@ -20,11 +20,11 @@ import sys
 def parse_args(argv=None) -> argparse.Namespace:
     from mmengine.config import DictAction
 
-    from reobench_mm.corruptions import PROTOCOLS
+    from reobench_corruptions import PROTOCOLS
     from reobench_mm.evaluation.functional.representation import PR_CONVENTIONS
     from reobench_mm.robustness.drift import REPRESENTATIONS
 
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(
         description="Compare a backbone's features on clean and corrupted test images")
@@ -93,5 +93,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

@@ -27,7 +27,7 @@ OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options (the robustness ones made from ``RobustnessOptions``)."""
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(
         description='train a plain and a corruption-aware config with several seeds; '
@@ -61,5 +61,5 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

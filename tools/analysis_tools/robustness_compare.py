@@ -1,15 +1,20 @@
 """Cross-model robustness analysis: rank stability and effective robustness.
 
     python tools/analysis_tools/robustness_compare.py A/results.json B/results.json C/results.json \
-        [--names A B C] [--shift-results A2/results.json B2/results.json ...] \
+        [--names A B C] [--common-conditions] \
+        [--shift-results A2/results.json B2/results.json ...] \
         [--shift-names ...] [--out-dir DIR] [--bootstrap 1000] [--seed 0] \
         [--space linear|logit] [--no-plots]
 
 Writes cross_model.json, cross_model.md, model_conditions.csv, rank_stability.csv,
 effective_robustness.csv and (without --no-plots) kendall_tau_vs_severity.png and
 effective_robustness.png into --out-dir, prints the Markdown tables and the paths.
-Models are named by their results' provenance (else the file's folder); shift
-results are paired with the models by that name.
+The files are read by the loader of tools/analysis_tools/robustness_table.py, under the
+same rules and with the same numbers: files of different conditions are refused unless
+--common-conditions restricts every model to the conditions all files have; models are
+named by --names, else by their results' provenance (else the file's folder), files of
+one provenance name by their folders. Shift results are paired with the models by name
+(their names must be unique).
 """
 import argparse
 import os.path as osp
@@ -23,12 +28,15 @@ from reobench_mm.analysis.effective_robustness import FIT_SPACES
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line options."""
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(
         description='rank stability and effective robustness across several models')
     parser.add_argument('results', nargs='+', help='results.json files, one per model')
     parser.add_argument('--names', nargs='+', help='model names, one per results file')
+    parser.add_argument('--common-conditions', action='store_true',
+                        help='when the files hold different conditions, restrict every '
+                        'model to those all files have (default: refuse)')
     parser.add_argument('--shift-results', nargs='+', metavar='RESULTS',
                         help='results.json of the same models on a shifted dataset '
                         '(paired by model name; their clean metric is the OOD axis of '
@@ -73,15 +81,13 @@ def parse_args(parser: argparse.ArgumentParser,
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter('always')
-            comparison = compare_models(args.results, names=args.names,
-                                        shift_paths=args.shift_results,
-                                        shift_names=args.shift_names, space=args.space,
-                                        n_bootstrap=args.bootstrap, seed=args.seed)
-    except ValueError as err:
-        parser.error(str(err))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        comparison = compare_models(args.results, names=args.names,
+                                    shift_paths=args.shift_results,
+                                    shift_names=args.shift_names, space=args.space,
+                                    n_bootstrap=args.bootstrap, seed=args.seed,
+                                    common_conditions=args.common_conditions)
     for message in dict.fromkeys(str(w.message) for w in caught):
         print(f'warning: {message}', file=sys.stderr)
     files = write_cross_model(comparison, args.out_dir, plots=not args.no_plots)
@@ -93,5 +99,5 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

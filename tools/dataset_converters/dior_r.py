@@ -12,11 +12,9 @@ import argparse
 import os.path as osp
 import sys
 
-from reobench_mm.datasets.converters.dior_r import convert_dior_r
-
 
 def parse_args() -> argparse.Namespace:
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('src', help='extracted DIOR / DIOR-R release')
@@ -32,6 +30,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    from reobench_mm.datasets.converters.dior_r import convert_dior_r
     summary = convert_dior_r(args.src, args.out_dir, splits=args.splits, images=args.images,
                              nproc=args.nproc)
     for split in args.splits:
@@ -47,5 +46,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

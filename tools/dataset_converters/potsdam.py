@@ -13,11 +13,9 @@ import argparse
 import os.path as osp
 import sys
 
-from reobench_mm.datasets.converters.potsdam import convert_potsdam
-
 
 def parse_args() -> argparse.Namespace:
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('src', help='folder with the official zips or extracted folders')
@@ -42,6 +40,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    from reobench_mm.datasets.converters.potsdam import convert_potsdam
     summary = convert_potsdam(args.src, args.out_dir, eroded=args.eroded,
                               modality=args.modality, num_classes=args.num_classes,
                               patch_size=args.patch_size, tile_size=args.tile_size or None,
@@ -59,5 +58,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

@@ -18,13 +18,11 @@ the first mismatching keys or shapes.
 import argparse
 import sys
 
-from mmengine.config import DictAction
-
-from reobench_mm.models.backbones.convert import backbone_cfg_from_arch, convert_checkpoint
-
 
 def parse_args() -> argparse.Namespace:
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from mmengine.config import DictAction
+
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('src', help='official checkpoint file')
@@ -43,6 +41,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    from reobench_mm.models.backbones.convert import backbone_cfg_from_arch, convert_checkpoint
     cfg = backbone_cfg_from_arch(args.arch, args.img_size, args.options)
     meta = convert_checkpoint(args.src, args.dst, cfg)
     allowed = meta['missing_allowed']
@@ -51,5 +50,5 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    from reobench_mm.utils.cli import ToolArgumentParser
+    from reobench_cli import ToolArgumentParser
 
     parser = ToolArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('members', nargs='+', metavar='CONFIG CHECKPOINT',
@@ -147,5 +147,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == '__main__':
-    from reobench_mm.utils.cli import run_tool
+    from reobench_cli import run_tool
     sys.exit(run_tool(main))

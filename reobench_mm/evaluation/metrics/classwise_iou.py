@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from ...fileio import plain_float
 from ...registry import METRICS
 
 __all__ = ['ClasswiseIoUMetric', 'classwise_iou_metric_class']
@@ -71,9 +72,11 @@ def classwise_iou_metric_class() -> type:
                                  f'{self.metrics}; computed: '
                                  f'{sorted(k for k in per_class if k != "aAcc")}')
             for name in self.classwise:
-                values = np.asarray(per_class[name], dtype=np.float64) * 100.0
+                # in the metric's own precision, as IoUMetric's percentages
+                values = np.asarray(per_class[name])
+                values = values * values.dtype.type(100)
                 for class_name, value in zip(names, values):
-                    metrics[f'{name}.{class_name}'] = float(value)
+                    metrics[f'{name}.{class_name}'] = plain_float(value)
             return metrics
 
     return ClasswiseIoUMetric

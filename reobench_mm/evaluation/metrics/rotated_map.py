@@ -18,6 +18,7 @@ from typing import Iterator, List, Optional, Sequence, Union
 import numpy as np
 from mmengine.evaluator import BaseMetric
 
+from ...fileio import plain_float
 from ...registry import METRICS
 
 __all__ = ['InProcessDOTAMetric', 'in_process_rbbox_map']
@@ -39,6 +40,17 @@ class _SerialContext:
 
     def Pool(self, processes: Optional[int] = None) -> _SerialPool:  # noqa: N802
         return _SerialPool()
+
+
+def _float32_shortest(value):
+    """mmrotate computes AP in float32 (its precision and recall arrays) and returns it in
+    Python floats: a value that is exactly a float32 is returned as float32's shortest
+    decimal (0.030303031, not 0.03030303120613098); the others (the mean over several IoU
+    thresholds, computed in double precision; rounded values) are left as they are."""
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) \
+            and float(np.float32(value)) == float(value):
+        return plain_float(np.float32(value))
+    return value
 
 
 @contextmanager
@@ -131,7 +143,7 @@ class InProcessDOTAMetric(BaseMetric):
                 metrics = self.inner.compute_metrics(results)
         if self.classwise and calls and self.inner.scale_ranges is None:
             metrics.update(self._per_class_ap(calls))
-        return metrics
+        return {key: _float32_shortest(value) for key, value in metrics.items()}
 
     def _per_class_ap(self, calls: List[list]) -> dict:
         """``'AP.<class>'``: the AP of each class averaged over the IoU thresholds like

@@ -7,7 +7,7 @@ is done by the caller); the input is not modified. Tables and algorithms:
 ``docs/corruptions.md``.
 
 Memory: kernels whose formula would hold several full-size temporaries work in row
-tiles (:func:`~reobench_mm.corruptions.base.row_tiles`), drawing random numbers in
+tiles (:func:`~reobench_corruptions.base.row_tiles`), drawing random numbers in
 the order of one whole-image draw, so that the result does not depend on the tile
 size; on large images their extra memory is about the output plus an ``H×W`` float32
 map at most.
