@@ -16,6 +16,10 @@ def _arguments(script, demo_data, tmp_path):
     """The smallest settings of each script."""
     return {
         'corruption_speed.py': ['--repeats', '1', '--sizes', '64', '--reference-size', '16'],
+        'bootstrap_intervals.py': ['--smallest'],
+        'image_stats_overhead.py': ['--data-root', osp.join(demo_data, 'potsdam'),
+                                    '--corruptions', 'cloud', '--severities', '1',
+                                    '--repeats', '1', '--train-iters', '1'],
         'import_time.py': ['--runs', '1'],
         # (the memory target is for large images: small ones are dominated by fixed costs)
         'large_image_memory.py': ['--size', '1024', '--repeats', '1', '--protocols',
@@ -27,7 +31,8 @@ def _arguments(script, demo_data, tmp_path):
 
 
 def test_every_benchmark_is_covered():
-    assert SCRIPTS == ['corruption_speed.py', 'import_time.py', 'large_image_memory.py',
+    assert SCRIPTS == ['bootstrap_intervals.py', 'corruption_speed.py',
+                       'image_stats_overhead.py', 'import_time.py', 'large_image_memory.py',
                        'sweep_overhead.py']
 
 

@@ -4,15 +4,19 @@ the numbers and reports recorded before the robustness code was restructured
 leave every number of ``results.json``, every condition's metrics, the fitted temperature
 and ``report.md`` (up to its provenance, which names paths and code digests) as they were.
 
-The segmentation model is the demo config trained for 60 iterations in this process
-(seeded, deterministic algorithms, no workers: the same weights on every run), the
-detection model the demo config's freshly initialised one (seeded). Regenerate the file only when a change is meant to change
-the numbers (and say why in the commit message)::
+Both models are the demo configs' freshly initialised ones (seeded): the same weights on
+every machine. (A model trained in the test was not: training amplifies the last-bit
+differences of the CPU's vector kernels, and machines of another processor gave a clean
+mIoU 0.4 apart.) The forward passes still differ in the last bits between processors,
+so numbers are compared to a relative 1e-6 and the report, whose printed digits such
+differences do not reach, exactly. Regenerate the file only when a change is meant to
+change the numbers (and say why in the commit message)::
 
     python tests/test_reference_sweeps.py --write
 """
 import argparse
 import json
+import math
 import os
 import os.path as osp
 import sys
@@ -21,18 +25,18 @@ import tempfile
 import numpy as np
 import pytest
 
-from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
+from conftest import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG
 from sweep_helpers import sweep_options, untrained_checkpoint
 
 REFERENCE = osp.join(PROJECT_ROOT, 'tests', 'data', 'reference_sweeps.json')
-#: task -> (config, the demo dataset, training iterations, options of the sweep): a pixel,
+#: task -> (config, the demo dataset, options of the sweep): a pixel,
 #: a noise and two geometric corruptions with calibration and a held-out temperature for
 #: segmentation; a blur and a translation with calibration for detection.
 RUNS = {
-    'segmentation': (SEG_DEMO_CONFIG, 'potsdam', 60, dict(
+    'segmentation': (SEG_DEMO_CONFIG, 'potsdam', dict(
         corruptions=['cloud', 'gaussian_noise', 'rotate', 'scale'], severities=[2, 5],
         calibration=True, temperature_scaling=True, temperature_split=1)),
-    'detection': (DET_DEMO_CONFIG, 'dior', 0, dict(corruptions=['gaussian_blur', 'translate'],
+    'detection': (DET_DEMO_CONFIG, 'dior', dict(corruptions=['gaussian_blur', 'translate'],
                                                    severities=[3], calibration=True)),
 }
 
@@ -44,26 +48,12 @@ def _report_body(path):
     return text.split('\n## Provenance\n')[0]
 
 
-def _checkpoint(config, data_root, work_dir, iters):
-    """The demo model trained for ``iters`` iterations in this process, deterministically
-    (an untrained one for 0)."""
-    if not iters:
-        return untrained_checkpoint(config, osp.join(work_dir, 'model.pth'))
-    from mmengine.runner import Runner
-    cfg = demo_config(config, data_root, osp.join(work_dir, 'train'), iters)
-    cfg.randomness = dict(seed=0, deterministic=True)
-    cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
-    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=iters, by_epoch=False)
-    Runner.from_cfg(cfg).train()
-    return osp.join(work_dir, 'train', f'iter_{iters}.pth')
-
-
 def run_reference_sweep(task, data_root, work_dir):
     """The sweep of ``task`` on ``data_root``: what the reference records of it."""
     from reobench_mm.robustness.sweep import RobustnessSweep
-    config, dataset, iters, options = RUNS[task]
+    config, dataset, options = RUNS[task]
     os.makedirs(work_dir, exist_ok=True)
-    checkpoint = _checkpoint(config, osp.join(data_root, dataset), work_dir, iters)
+    checkpoint = untrained_checkpoint(config, osp.join(work_dir, 'model.pth'))
     sweep = RobustnessSweep(config, checkpoint, work_dir=osp.join(work_dir, 'sweep'),
                             cfg_options=sweep_options(osp.join(data_root, dataset))[0],
                             **options)
@@ -83,6 +73,28 @@ def run_reference_sweep(task, data_root, work_dir):
                 report=_report_body(osp.join(folder, 'report.md')))
 
 
+def _close(got, expected, where='') -> list:
+    """Where ``got`` differs from ``expected``: numbers beyond a relative 1e-6 (NaN equal
+    to NaN), anything else not equal."""
+    if isinstance(expected, dict) and isinstance(got, dict):
+        if set(got) != set(expected):
+            return [f'{where}: keys {sorted(set(got) ^ set(expected))}']
+        return [d for k in expected for d in _close(got[k], expected[k], f'{where}/{k}')]
+    if isinstance(expected, list) and isinstance(got, list):
+        if len(got) != len(expected):
+            return [f'{where}: {len(got)} items, expected {len(expected)}']
+        return [d for i, (a, b) in enumerate(zip(got, expected))
+                for d in _close(a, b, f'{where}[{i}]')]
+    numbers = (int, float)
+    if isinstance(expected, numbers) and isinstance(got, numbers) \
+            and not isinstance(expected, bool) and not isinstance(got, bool):
+        if expected != expected and got != got:
+            return []
+        return [] if math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9) else \
+            [f'{where}: {got!r}, expected {expected!r}']
+    return [] if got == expected else [f'{where}: {got!r}, expected {expected!r}']
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('task', list(RUNS))
 def test_sweep_matches_the_reference(task, demo_data, tmp_path):
@@ -91,9 +103,9 @@ def test_sweep_matches_the_reference(task, demo_data, tmp_path):
     with open(REFERENCE, encoding='utf-8') as handle:
         reference = json.load(handle)[task]
     got = run_reference_sweep(task, demo_data, str(tmp_path))
-    assert got['conditions'] == reference['conditions']
-    assert got['temperature'] == reference['temperature']
-    assert got['numbers'] == reference['numbers']
+    for part in ('conditions', 'temperature', 'numbers'):
+        differences = _close(got[part], reference[part], part)
+        assert not differences, differences[:10]
     assert got['report'] == reference['report']
     # a float32 metric is written as its own shortest decimal (58.1), not with the digits
     # double precision adds to it (58.099998474121094); float64 metrics stay as they are

@@ -176,7 +176,7 @@ def test_sweep_writes_the_report_and_matches_a_plain_test(full_sweep, seg_model)
     assert REPORT_FILES <= files, files
     tags = ['clean', 'gaussian_noise_s1', 'gaussian_noise_s5', 'rotate_s1', 'rotate_s5']
     assert sorted(os.listdir(osp.join(work_dir, 'conditions'))) == \
-        sorted(f'{t}.json' for t in tags)
+        sorted([f'{t}.json' for t in tags] + [f'{t}.images.npz' for t in tags])
     for tag in tags:  # one log line per condition, with the metric
         assert f'] {tag}: mIoU ' in output, output[-3000:]
 
@@ -234,7 +234,8 @@ def test_interrupted_sweep_resumes_to_identical_results(full_sweep, seg_model, t
 
     with pytest.raises(_Interrupt):
         run_sweep(SEG_DEMO_CONFIG, checkpoint, on_condition=stop_after_two, **kwargs)
-    assert _result_files(work_dir) == ['conditions/clean.json',
+    assert _result_files(work_dir) == ['conditions/clean.images.npz', 'conditions/clean.json',
+                                       'conditions/gaussian_noise_s1.images.npz',
                                        'conditions/gaussian_noise_s1.json']
     outcome = run_sweep(SEG_DEMO_CONFIG, checkpoint, **kwargs)
     assert outcome.skipped == [('clean', 0), ('gaussian_noise', 1)]
@@ -277,7 +278,7 @@ def test_two_shards_merged_equal_one_full_run(full_sweep, seg_model, tmp_path, c
                             severities=[1, 5], work_dir=shard_dir, cfg_options=options,
                             shard=f'{i}/2')
         assert outcome.report_files == {} and outcome.manifest
-    assert [len(os.listdir(osp.join(d, 'conditions'))) for d in shard_dirs] == [3, 2]
+    assert [len(os.listdir(osp.join(d, 'conditions'))) for d in shard_dirs] == [6, 4]
     for i, shard_dir in enumerate(shard_dirs):
         assert not osp.exists(osp.join(shard_dir, 'results.json'))
         with open(osp.join(shard_dir, f'shard_{i}-of-2.json')) as handle:

@@ -31,7 +31,11 @@ Files written by :func:`write_cross_model` (each atomically):
 * ``effective_robustness.csv`` -- one row per fit x model: ID, OOD, predicted OOD,
   effective robustness and its bootstrap interval;
 * ``kendall_tau_vs_severity.png`` and ``effective_robustness.png`` (unless
-  ``plots=False``).
+  ``plots=False``);
+* with the paired tests (:mod:`~reobench_mm.analysis.paired_models`):
+  ``paired_differences.csv`` (one row per model x number: the difference to the
+  reference, its interval, p-value, adjusted p-value, significance) and
+  ``rank_flips.csv``.
 """
 from __future__ import annotations
 
@@ -52,6 +56,9 @@ from ..evaluation.keys import ECE_KEY
 from ..fileio import atomic_write_text
 from .effective_robustness import EffectiveRobustnessFit, check_space, effective_robustness
 from .model_set import ModelSet, load_model_set, load_shift_values
+from .paired import DEFAULT_PERMUTATIONS
+from .paired_models import (DEFAULT_ALPHA, PairedModels, flips_csv_rows, paired_csv_rows,
+                            paired_markdown, paired_models)
 from .plotting import plot_effective_robustness, plot_kendall_tau_vs_severity
 from .rank_stability import RankStability, TauRow, rank_stability
 from .results import AVG, SHIFT
@@ -78,6 +85,8 @@ class CrossModelComparison:
     fits: Dict[str, EffectiveRobustnessFit]
     shift_paths: Optional[Dict[str, str]] = None
     notes: List[str] = field(default_factory=list)
+    #: the paired tests (None without per-image statistics, or when not asked for)
+    paired: Optional[PairedModels] = None
 
 
 def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[str]]] = None,
@@ -85,12 +94,18 @@ def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[st
                    shift_names: Optional[Sequence[Optional[str]]] = None,
                    space: str = 'linear', n_bootstrap: int = 1000, seed: Optional[int] = 0,
                    confidence: float = 0.95,
-                   common_conditions: bool = False) -> CrossModelComparison:
+                   common_conditions: bool = False, paired: bool = True,
+                   permutations: int = DEFAULT_PERMUTATIONS,
+                   alpha: float = DEFAULT_ALPHA) -> CrossModelComparison:
     """Load ``paths`` (and ``shift_paths``), then compute rank stability and
     effective robustness. See :func:`load_model_set` (its rules on names and conditions
     are those of every comparison; ``common_conditions=True`` restricts files of
     different conditions to the common ones instead of refusing them),
-    :func:`load_shift_values`, :func:`rank_stability` and :func:`effective_robustness`."""
+    :func:`load_shift_values`, :func:`rank_stability` and :func:`effective_robustness`.
+    With ``paired`` (and per-image statistics for every model) also the paired tests of
+    :func:`~reobench_mm.analysis.paired_models.paired_models` (``n_bootstrap`` image
+    resamples, ``permutations``, false discovery rate ``alpha``); models evaluated on
+    different images are then refused."""
     check_space(space)
     model_set = load_model_set(paths, names, common_conditions=common_conditions)
     notes = list(model_set.notes)
@@ -106,7 +121,13 @@ def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[st
     rank = rank_stability(model_set)
     fits = effective_robustness(model_set, shift_values=shift_values, space=space,
                                 n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
-    return CrossModelComparison(model_set, rank, fits, shift_files, notes)
+    tests = None
+    if paired:
+        tests, why = paired_models(model_set, resamples=n_bootstrap, level=confidence,
+                                   seed=seed or 0, permutations=permutations, alpha=alpha)
+        if why:
+            notes.append(why)
+    return CrossModelComparison(model_set, rank, fits, shift_files, notes, tests)
 
 
 def _number(value: Any) -> Optional[float]:
@@ -173,7 +194,8 @@ def comparison_to_dict(comparison: CrossModelComparison) -> Dict[str, Any]:
             'measures': ms.measures, 'conditions': [c.key for c in ms.conditions],
             'corruptions': ms.corruptions, 'severities': ms.severities,
             'dropped': ms.dropped, 'notes': comparison.notes, 'models': models,
-            'rank_stability': rank, 'effective_robustness': fits}
+            'rank_stability': rank, 'effective_robustness': fits,
+            'paired': None if comparison.paired is None else comparison.paired.to_dict()}
 
 
 # ----------------------------------------------------------------------------------
@@ -268,6 +290,8 @@ def cross_model_markdown(comparison: CrossModelComparison) -> str:
             cells.append(text)
         rows.append(cells)
     lines += markdown_table(header, rows) + ['']
+    if comparison.paired is not None:
+        lines += paired_markdown(comparison.paired, ms)
     return '\n'.join(lines)
 
 
@@ -358,6 +382,10 @@ def write_cross_model(comparison: CrossModelComparison, out_dir: str,
         'effective_robustness.csv': atomic_write_text(
             path('effective_robustness.csv'), effective_robustness_csv_text(comparison)),
     }
+    if comparison.paired is not None:
+        for name, rows in (('paired_differences.csv', paired_csv_rows(comparison.paired)),
+                           ('rank_flips.csv', flips_csv_rows(comparison.paired))):
+            files[name] = atomic_write_text(path(name), _csv_text(*rows))
     if plots:
         files['kendall_tau_vs_severity.png'] = plot_kendall_tau_vs_severity(
             comparison.rank, comparison.model_set, path('kendall_tau_vs_severity.png'))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -81,11 +81,26 @@ def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
 # ----------------------------------------------------------------------------------
 # One model
 # ----------------------------------------------------------------------------------
+def _intervals(summary: RobustnessSummary) -> Optional[dict]:
+    """The summary's bootstrap intervals, when it has them."""
+    intervals = summary.intervals
+    return intervals if isinstance(intervals, dict) and intervals.get('available') else None
+
+
+def _interval_title(intervals: Optional[dict], what: str) -> str:
+    if intervals is None:
+        return ''
+    return f'\n({what}: {100 * intervals["level"]:g} % bootstrap intervals over ' \
+        f'{intervals["images"]} images)'
+
+
 def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:
     """``severity_curves.png``: the metric against severity, one line per
-    corruption, the clean metric as a dashed line."""
+    corruption, the clean metric as a dashed line; with bootstrap intervals, a band
+    around each line and around the clean line."""
     plt = agg_pyplot()
     fig, ax = plt.subplots(figsize=(8, 5), layout=FIGURE_LAYOUT)
+    intervals = _intervals(summary)
     try:
         cmap = plt.get_cmap('tab20')
         markers = 'osD^v<>ph*Xd'
@@ -93,12 +108,22 @@ def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:
             points = summary.per_severity[name]
             ax.plot(list(points), list(points.values()), marker=markers[i % len(markers)],
                     color=cmap(i % 20), label=name, linewidth=1.5, markersize=5)
+            if intervals is not None:
+                bands = intervals['per_corruption'][name]['severities']
+                kept = [s for s in points if bands.get(str(s))]
+                if kept:
+                    ax.fill_between(kept, [bands[str(s)][0] for s in kept],
+                                    [bands[str(s)][1] for s in kept], color=cmap(i % 20),
+                                    alpha=0.12, linewidth=0)
         ax.axhline(summary.clean, color='black', linestyle='--', linewidth=1.2,
                    label=f'clean ({summary.clean:.2f})')
+        if intervals is not None and intervals.get('clean'):
+            ax.axhspan(*intervals['clean'], color='black', alpha=0.08, linewidth=0)
         ax.set_xticks(list(summary.severities))
         ax.set_xlabel('severity')
         ax.set_ylabel(summary.metric)
-        ax.set_title(f'{summary.metric} against corruption severity')
+        ax.set_title(f'{summary.metric} against corruption severity'
+                     + _interval_title(intervals, 'bands'))
         ax.grid(True, alpha=0.3)
         ax.legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
         return atomic_savefig(fig, path)
@@ -113,11 +138,19 @@ def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
     drops = sorted(((summary.clean - summary.per_corruption[n], n)
                     for n in summary.corruptions), key=lambda t: (-t[0], t[1]))
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(drops) + 1.8), layout=FIGURE_LAYOUT)
+    intervals = _intervals(summary)
     try:
         names = [n for _, n in drops]
         values = [d for d, _ in drops]
         colours = [_CATEGORY_COLOURS.get(summary.category(n), 'grey') for n in names]
-        ax.barh(range(len(names)), values, color=colours)
+        errors = None
+        if intervals is not None:
+            bounds = [intervals['per_corruption'][n]['drop'] or [v, v]
+                      for n, v in zip(names, values)]
+            errors = [[max(v - lo, 0.0) for v, (lo, _) in zip(values, bounds)],
+                      [max(hi - v, 0.0) for v, (_, hi) in zip(values, bounds)]]
+        ax.barh(range(len(names)), values, color=colours, xerr=errors,
+                error_kw=dict(ecolor='black', elinewidth=0.8, capsize=2))
         ax.set_yticks(range(len(names)))
         ax.set_yticklabels(names)
         ax.invert_yaxis()
@@ -125,7 +158,7 @@ def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
                            label=f'ΔTP = {summary.delta_tp:.2f}')
         ax.axvline(0.0, color='black', linewidth=0.6)
         ax.set_xlabel(f'clean − corrupted {summary.metric} (mean over severities)')
-        ax.set_title('Drop by corruption')
+        ax.set_title('Drop by corruption' + _interval_title(intervals, 'bars'))
         from matplotlib.patches import Patch
         present = [c for c in _CATEGORY_COLOURS
                    if any(summary.category(n) == c for n in names)]

@@ -28,7 +28,7 @@ import math
 import os
 import os.path as osp
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from reobench_corruptions import list_corruptions
 from ..evaluation.keys import (CALIBRATION_METRICS, CALIBRATION_PREFIX, CALIBRATION_PREFIXES,
@@ -41,6 +41,9 @@ from .plotting import (plot_drop_by_corruption, plot_ece_vs_severity,
 from .results import RobustnessSummary, aggregate, corruption_order
 from .results_file import RESULTS_FORMAT
 from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
+from .worst_cases import (WORST_CASES_CSV, WORST_CASES_FILE, WORST_CASES_PLOT,
+                          plot_worst_cases, worst_case_lines, worst_cases,
+                          worst_cases_csv_text)
 
 __all__ = [
     'RESULTS_FORMAT', 'RESULT_FILES', 'PLOT_FILES', 'ECE_PLOT_FILE', 'make_provenance',
@@ -116,24 +119,33 @@ def make_provenance(*, model: Optional[str] = None, backbone: Optional[str] = No
 # results.json / results.csv
 # ----------------------------------------------------------------------------------
 def results_document(summary: RobustnessSummary,
-                     provenance: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-    """``{'format', 'numbers', 'provenance'}`` as written to ``results.json``."""
-    return {'format': RESULTS_FORMAT, 'numbers': summary.to_dict(),
-            'provenance': nan_to_null(dict(provenance or {}))}
+                     provenance: Optional[Mapping[str, Any]] = None,
+                     image_files: Optional[Mapping[str, Mapping[str, Any]]] = None
+                     ) -> Dict[str, Any]:
+    """``{'format', 'numbers', 'provenance'}`` as written to ``results.json``, and
+    ``image_stats`` (condition key -> ``{'file', 'sha256'}``) when given."""
+    doc = {'format': RESULTS_FORMAT, 'numbers': summary.to_dict(),
+           'provenance': nan_to_null(dict(provenance or {}))}
+    if image_files:
+        doc['image_stats'] = {k: dict(image_files[k]) for k in sorted(image_files)}
+    return doc
 
 
 def write_results_json(path: str, summary: RobustnessSummary,
-                       provenance: Optional[Mapping[str, Any]] = None) -> str:
+                       provenance: Optional[Mapping[str, Any]] = None,
+                       image_files: Optional[Mapping[str, Mapping[str, Any]]] = None
+                       ) -> str:
     """Write ``results.json`` (strict JSON, 2-space indent, trailing newline)."""
-    text = json.dumps(results_document(summary, provenance), indent=2, allow_nan=False,
-                      ensure_ascii=False)
+    text = json.dumps(results_document(summary, provenance, image_files), indent=2,
+                      allow_nan=False, ensure_ascii=False)
     return atomic_write_text(path, text + '\n')
 
 
 def results_csv_text(summary: RobustnessSummary) -> str:
     """``results.csv``: one row per condition (clean first, then table order):
-    condition, corruption, severity, category, the metric, the extra metrics, then
-    per-class values (``<IoU|AP>.<class>``)."""
+    condition, corruption, severity, category, the metric, with bootstrap intervals its
+    bounds (``<metric>_ci_low``, ``<metric>_ci_high``), the extra metrics, then per-class
+    values (``<IoU|AP>.<class>``)."""
     extra_keys = sorted({k for r in summary.conditions.values() for k in r.extra})
     classes: List[str] = []
     for result in summary.conditions.values():
@@ -141,7 +153,9 @@ def results_csv_text(summary: RobustnessSummary) -> str:
             if name not in classes:
                 classes.append(name)
     per_class_prefix = _per_class_name(summary)
-    header = (['condition', 'corruption', 'severity', 'category', summary.metric] +
+    intervals = _available_intervals(summary)
+    bounds = [f'{summary.metric}_ci_low', f'{summary.metric}_ci_high'] if intervals else []
+    header = (['condition', 'corruption', 'severity', 'category', summary.metric] + bounds +
               extra_keys + [f'{per_class_prefix}.{c}' for c in classes])
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator='\n')
@@ -152,12 +166,73 @@ def results_csv_text(summary: RobustnessSummary) -> str:
 
     for condition, result in summary.conditions.items():
         per_class = result.per_class or {}
+        interval = (intervals['conditions'].get(condition.key) or [None, None]) \
+            if intervals else []
         writer.writerow([condition.key, condition.corruption, condition.severity,
                          '' if condition.is_clean else summary.category(condition.corruption),
-                         cell(result.value)] +
+                         cell(result.value)] + [cell(v) for v in interval] +
                         [cell(result.extra.get(k)) for k in extra_keys] +
                         [cell(per_class.get(c)) for c in classes])
     return buffer.getvalue()
+
+
+def _available_intervals(summary: RobustnessSummary) -> Optional[Dict[str, Any]]:
+    intervals = summary.intervals
+    return intervals if isinstance(intervals, dict) and intervals.get('available') else None
+
+
+def _bounds(interval: Optional[Sequence[float]], digits: int = 2, scale: float = 1.0) -> str:
+    if not interval:
+        return MISSING
+    return f'[{fmt_number(scale * interval[0], digits)}, {fmt_number(scale * interval[1], digits)}]'
+
+
+def interval_lines(summary: RobustnessSummary) -> List[str]:
+    """The report's section on the uncertainty of its numbers: the bootstrap intervals
+    of Clean, each corruption's mean, Avg, ΔTP, mPC, rPC and the calibration means, or
+    why there are none."""
+    intervals = summary.intervals
+    if intervals is None:
+        return []
+    if not intervals.get('available'):
+        return ['## Uncertainty', '', f'No intervals: {intervals.get("reason")}.', '']
+    level = f'{100 * intervals["level"]:g} %'
+    lines = [f'## Uncertainty ({level} intervals)', '',
+             f'Percentile bootstrap over the {intervals["images"]} test images '
+             f'({intervals["resamples"]} resamples, seed {intervals["seed"]}); every '
+             'condition is recomputed on the same resamples, so the intervals of '
+             'differences (Drop, ΔTP) respect the pairing. They show how much each number '
+             'depends on which test images were drawn; '
+             + ('they also include the variation over corruption seeds.'
+                if intervals.get('corruption_seeds') else
+                "they do not include the corruptions' own randomness (one corruption seed)."),
+             '']
+    rows = [['Clean', fmt_number(summary.clean), _bounds(intervals['clean'])]]
+    for name in summary.corruptions:
+        block = intervals['per_corruption'][name]
+        rows.append([f'{name} (mean)', fmt_number(summary.per_corruption[name]),
+                     _bounds(block['mean'])])
+    rows += [['Avg', fmt_number(summary.avg), _bounds(intervals['avg'])],
+             ['ΔTP', fmt_number(summary.delta_tp), _bounds(intervals['delta_tp'])],
+             ['mPC', fmt_number(summary.mpc), _bounds(intervals['mpc'])],
+             ['rPC (%)', fmt_number(100 * summary.rpc), _bounds(intervals['rpc'], scale=100)]]
+    lines += markdown_table(['Number', summary.metric, level], rows, align_left=1)
+    lines += ['']
+    severities = list(summary.severities)
+    rows = [[name] + [_bounds(intervals['per_corruption'][name]['severities'].get(str(s)))
+                      for s in severities] for name in summary.corruptions]
+    lines += [f'Per severity ({level} intervals of {summary.metric}):', '']
+    lines += markdown_table(['Corruption'] + [str(s) for s in severities], rows,
+                            align_left=1)
+    lines += ['']
+    extra = intervals.get('extra') or {}
+    if extra:
+        rows = [[f'`{key}`', _bounds(block['clean'], 4), _bounds(block['avg'], 4),
+                 _bounds(block['avg_minus_clean'], 4)] for key, block in extra.items()]
+        lines += [f'Calibration ({level} intervals):', '']
+        lines += markdown_table(['Metric', 'Clean', 'Avg', 'Avg − Clean'], rows)
+        lines += ['']
+    return lines
 
 
 def _per_class_name(summary: RobustnessSummary) -> str:
@@ -184,7 +259,8 @@ def _table_columns(summary: RobustnessSummary) -> List[str]:
 
 def render_report_md(summary: RobustnessSummary,
                      provenance: Optional[Mapping[str, Any]] = None,
-                     plots: Sequence[str] = PLOT_FILES) -> str:
+                     plots: Sequence[str] = PLOT_FILES,
+                     worst_case_section: Sequence[str] = ()) -> str:
     """The Markdown report: the paper-layout table (Clean, corruption columns, Avg,
     ΔTP), mPC/rPC per category, the per-severity table, coverage, per-class scores
     (when present), plots and provenance."""
@@ -245,6 +321,7 @@ def render_report_md(summary: RobustnessSummary,
                       f'{fmt_number(summary.held_out.delta_tp)}. Seen and evaluated: '
                       f'{", ".join(seen) or "none"}.', '']
 
+    lines += interval_lines(summary)
     lines += ['## Per severity', '']
     severities = list(summary.severities)
     rows = []
@@ -312,6 +389,7 @@ def render_report_md(summary: RobustnessSummary,
         lines += markdown_table(['Metric', 'Clean', 'Avg over corruptions'], rows)
         lines += ['']
 
+    lines += list(worst_case_section)
     if plots:
         lines += ['## Plots', '']
         lines += [f'![{osp.splitext(p)[0]}]({p})' for p in plots]
@@ -411,7 +489,11 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                  provenance: Optional[Mapping[str, Any]] = None,
                  plots: bool = True,
                  calibration_details: Optional[Mapping[Any, Mapping[str, Any]]] = None,
-                 seen_in_training: Optional[Sequence[str]] = None) -> Report:
+                 seen_in_training: Optional[Sequence[str]] = None,
+                 image_stats: Optional[Mapping[Any, Any]] = None,
+                 intervals: Optional[Mapping[str, Any]] = None,
+                 image_files: Optional[Mapping[Any, str]] = None,
+                 worst_case_panels: Optional[Callable[[dict], list]] = None) -> Report:
     """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
     ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
     ``drop_by_corruption.png`` into ``out_dir``. A ready
@@ -424,18 +506,41 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     temperature-scaled metrics) and, for segmentation, ``risk_coverage.png``: clean vs
     the strongest severity of each corruption. ``seen_in_training`` (corruptions the
     model's training pipeline applied) adds the held-out scores and marks the seen
-    corruptions (see :func:`aggregate`)."""
+    corruptions (see :func:`aggregate`). ``image_stats`` (``{condition: ImageStats or
+    None}``) adds bootstrap intervals (:func:`~reobench_mm.analysis.intervals.summary_intervals`
+    with the ``intervals`` settings ``resamples``, ``level``, ``seed``) to every file;
+    ``image_files`` (``{condition: path of its statistics file}``) names them in
+    ``results.json`` (relative to ``out_dir``, with their SHA-256) for the paired
+    comparison of models (:mod:`~reobench_mm.analysis.paired`). With statistics for every
+    condition the worst cases are written too (``worst_cases.json``, ``worst_cases.csv``,
+    a report section; :mod:`~reobench_mm.analysis.worst_cases`) and, with plots and
+    ``worst_case_panels`` (which returns the thumbnails of the worst cases it is given),
+    ``worst_cases.png``."""
     if isinstance(results, RobustnessSummary):
         summary = results
     else:
         summary = aggregate(results, protocol=protocol, task=task, metric=metric,
                             expected_severities=expected_severities,
                             seen_in_training=seen_in_training)
+    stats, stats_ok = {}, False
+    if image_stats is not None:
+        from .intervals import summary_intervals
+        from .results import check_condition
+        stats = {check_condition(c, summary.protocol): v for c, v in image_stats.items()}
+        summary.intervals = summary_intervals(summary, stats, **dict(intervals or {}))
+        stats_ok = all(stats.get(c) is not None for c in summary.conditions)
+        stats = {c: stats[c] for c in summary.conditions} if stats_ok else {}
     os.makedirs(out_dir, exist_ok=True)
     report = Report(summary)
     path = lambda name: osp.join(out_dir, name)  # noqa: E731
+    files = None
+    if image_files:
+        from .results import check_condition
+        files = {check_condition(c, summary.protocol).key:
+                 {'file': osp.relpath(osp.abspath(f), osp.abspath(out_dir)),
+                  'sha256': file_sha256(f)} for c, f in image_files.items()}
     report.files['results.json'] = write_results_json(path('results.json'), summary,
-                                                      provenance)
+                                                      provenance, files)
     report.files['results.csv'] = write_results_csv(path('results.csv'), summary)
     if plots:
         report.files['severity_curves.png'] = plot_severity_curves(
@@ -457,7 +562,31 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                     for d in calibration_details.values()):
                 report.files['risk_coverage.png'] = plot_risk_coverage(
                     summary, calibration_details, path('risk_coverage.png'))
-    plot_files = [name for name in report.files if name.endswith('.png')]
+    worst = []
+    if stats_ok:
+        worst = _write_worst_cases(report, stats, summary, path,
+                                   worst_case_panels if plots else None)
+    plot_files = [name for name in report.files if name.endswith('.png')
+                  and name != WORST_CASES_PLOT]
     report.files['report.md'] = atomic_write_text(
-        path('report.md'), render_report_md(summary, provenance, plot_files))
+        path('report.md'), render_report_md(summary, provenance, plot_files, worst))
     return report
+
+
+def _write_worst_cases(report: Report, stats: Mapping[Any, Any], summary: RobustnessSummary,
+                       path: Callable[[str], str],
+                       panels: Optional[Callable[[dict], list]]) -> List[str]:
+    """Write the worst-case files; the report section's lines."""
+    cases = worst_cases(stats, summary.corruptions, summary.severities, summary.protocol)
+    report.files[WORST_CASES_FILE] = atomic_write_text(
+        path(WORST_CASES_FILE), json.dumps(nan_to_null(cases), indent=1, allow_nan=False,
+                                           ensure_ascii=False) + '\n')
+    report.files[WORST_CASES_CSV] = atomic_write_text(path(WORST_CASES_CSV),
+                                                      worst_cases_csv_text(cases))
+    plot = None
+    if panels is not None:
+        drawn = panels(cases)
+        if drawn:
+            report.files[WORST_CASES_PLOT] = plot_worst_cases(drawn, path(WORST_CASES_PLOT))
+            plot = WORST_CASES_PLOT
+    return worst_case_lines(cases, summary.metric, plot)

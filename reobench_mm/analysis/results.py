@@ -469,6 +469,9 @@ class RobustnessSummary:
         held_out: the scores over the included corruptions *not* in
             ``seen_in_training`` (None when nothing was seen, or everything included
             was seen).
+        intervals: None, or the bootstrap intervals of these numbers
+            (:func:`~reobench_mm.analysis.intervals.summary_intervals`; a block saying why
+            there are none when the records have no per-image statistics).
     """
     protocol: str
     task: Optional[str]
@@ -490,6 +493,7 @@ class RobustnessSummary:
     extra: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     seen_in_training: Tuple[str, ...] = ()
     held_out: Optional[CategoryScores] = None
+    intervals: Optional[Dict[str, Any]] = None
 
     def category(self, name: str) -> str:
         """The category of corruption ``name``."""
@@ -536,6 +540,8 @@ class RobustnessSummary:
             data['training'] = {
                 'seen_corruptions': list(self.seen_in_training),
                 'held_out': None if self.held_out is None else self.held_out.to_dict()}
+        if self.intervals is not None:
+            data['intervals'] = self.intervals
         return nan_to_null(data)
 
 

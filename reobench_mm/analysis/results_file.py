@@ -1,7 +1,9 @@
 """Reading a ``results.json``: the one typed reader every consumer uses.
 
 A ``results.json`` (written by :func:`~reobench_mm.analysis.report.write_report`) holds
-``{"format", "numbers", "provenance"}``. :func:`read_results` checks it and returns a
+``{"format", "numbers", "provenance"}`` and, where the conditions kept per-image
+statistics, ``"image_stats"``: condition key -> the statistics file (relative to the
+results file) and its SHA-256, read by :meth:`ResultsFile.image_stats`. :func:`read_results` checks it and returns a
 :class:`ResultsFile`: the :class:`~reobench_mm.analysis.results.RobustnessSummary`
 re-aggregated from the stored conditions (with the severities and training pool the file
 states), checked against the summary numbers the file holds, and the provenance. Tables,
@@ -17,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import Condition
-from ..fileio import read_json
+from ..evaluation.functional.condition_stats import ImageStats
+from ..fileio import file_sha256, read_json
 from .results import ConditionResult, RobustnessSummary, aggregate, normalize_results
 
 __all__ = ['RESULTS_FORMAT', 'ResultsFile', 'read_results']
@@ -44,6 +47,35 @@ class ResultsFile:
     path: str
     summary: RobustnessSummary
     provenance: Dict[str, Any] = field(default_factory=dict)
+    image_files: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    def image_stats(self) -> Optional[Dict[Condition, ImageStats]]:
+        """``condition -> per-image statistics`` of every condition, or None when some
+        condition has none (results written before they were kept).
+
+        Raises:
+            ValueError: a statistics file the results name is missing, altered or not
+                such a file (named).
+        """
+        if any(c.key not in self.image_files for c in self.conditions):
+            return None
+        folder = osp.dirname(osp.abspath(self.path))
+        out = {}
+        for condition in self.conditions:
+            entry = self.image_files[condition.key]
+            file = osp.join(folder, str(entry.get('file')))
+            if not osp.isfile(file):
+                raise ValueError(f'{self.path} names per-image statistics {file} of '
+                                 f'{condition.key}, which do not exist')
+            if file_sha256(file) != entry.get('sha256'):
+                raise ValueError(f'{file} (per-image statistics of {condition.key} in '
+                                 f'{self.path}) has another SHA-256 than recorded (altered?)')
+            with open(file, 'rb') as handle:
+                try:
+                    out[condition] = ImageStats.from_bytes(handle.read())
+                except ValueError as error:
+                    raise ValueError(f'{file}: {error}') from None
+        return out
 
     @property
     def model(self) -> str:
@@ -124,6 +156,9 @@ def read_results(path: str) -> ResultsFile:
         raise ValueError(f'{path}: its {", ".join(differing)} do not match its conditions '
                          '(edited by hand?); write the report again from the condition '
                          'records')
+    if isinstance(numbers.get('intervals'), dict):
+        summary.intervals = numbers['intervals']
     provenance = doc.get('provenance')
+    files = doc.get('image_stats')
     return ResultsFile(path, summary, dict(provenance) if isinstance(provenance, Mapping)
-                       else {})
+                       else {}, dict(files) if isinstance(files, Mapping) else {})

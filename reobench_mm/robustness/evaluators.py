@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..errors import SweepError
+from ..evaluation.functional.condition_stats import ImageStats
 from ..evaluation.evaluator_cfg import as_metric_list
 from ..evaluation.keys import (CALIBRATION_PREFIX, ROTATED_DETECTION, SCALED_CALIBRATION_PREFIX,
                                Task)
 
 __all__ = ['CLASSWISE_METRICS', 'classwise_evaluator', 'calibration_metric_cfgs',
-           'robustness_evaluator', 'calibration_metrics']
+           'robustness_evaluator', 'calibration_metrics', 'condition_image_stats']
 
 #: Toolbox metrics -> ours that return the same numbers plus the per-class values (and, for
 #: DOTAMetric, without a process pool per evaluation).
@@ -82,3 +83,26 @@ def calibration_metrics(evaluator: Any) -> Dict[str, Any]:
     prefixes = (CALIBRATION_PREFIX, SCALED_CALIBRATION_PREFIX)
     return {m.prefix: m for m in getattr(evaluator, 'metrics', [])
             if getattr(m, 'prefix', None) in prefixes and hasattr(m, 'last_details')}
+
+
+def condition_image_stats(evaluator: Any) -> Optional[ImageStats]:
+    """The per-image statistics the metrics of a built evaluator kept in their last
+    evaluation: the task metric's (``ClasswiseIoUMetric``, ``InProcessDOTAMetric``) with
+    the calibration metrics' (None when the task metric kept none, e.g. a metric of
+    another kind, or on a process other than the main one)."""
+    task, calibration = None, {}
+    prefixes = (CALIBRATION_PREFIX, SCALED_CALIBRATION_PREFIX)
+    for metric in getattr(evaluator, 'metrics', []):
+        stats = getattr(metric, 'last_image_stats', None)
+        if stats is None:
+            continue
+        if getattr(metric, 'prefix', None) in prefixes:
+            calibration[metric.prefix] = stats
+        elif isinstance(stats, tuple) and task is None:
+            task = stats
+    if task is None:
+        return None
+    image_ids, task_stats = task
+    calibration = {p: s for p, s in calibration.items()
+                   if s.num_images == len(image_ids)}
+    return ImageStats(image_ids, task_stats, calibration)

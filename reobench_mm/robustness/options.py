@@ -30,6 +30,8 @@ from reobench_corruptions import PROTOCOLS
 from reobench_corruptions.condition import Condition
 from reobench_corruptions.geometric import BORDER_MODES
 from ..errors import SweepError
+from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, check_level,
+                                               check_resamples)
 from .decode_cache import DEFAULT_MAX_BYTES
 from .plan import SweepPlan
 
@@ -105,6 +107,14 @@ class RobustnessOptions:
         dict(nargs='*', metavar='NAME'))
     held_out_only: bool = _option(False, 'refuse to evaluate corruptions seen in training',
                                   {})
+    bootstrap: int = _option(
+        DEFAULT_RESAMPLES, 'bootstrap resamples of the test images for the intervals of '
+        'every reported number (the same resamples for every condition; 0: no intervals)',
+        dict(type=int, metavar='B'))
+    interval_level: float = _option(DEFAULT_LEVEL, 'level of the bootstrap intervals',
+                                    dict(type=float, metavar='P'))
+    bootstrap_seed: int = _option(0, 'seed of the bootstrap resamples',
+                                  dict(type=int, metavar='S'))
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -127,6 +137,14 @@ class RobustnessOptions:
             raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got '
                              f'{cache!r}')
         set_(self, 'decode_cache_bytes', int(cache))
+        try:
+            set_(self, 'bootstrap', check_resamples(self.bootstrap))
+            set_(self, 'interval_level', check_level(self.interval_level))
+        except ValueError as error:
+            raise SweepError(str(error)) from None
+        if not _is_int(self.bootstrap_seed) or self.bootstrap_seed < 0:
+            raise SweepError(f'bootstrap_seed must be an integer >= 0, got '
+                             f'{self.bootstrap_seed!r}')
         seen = self.seen_corruptions
         if seen is not None and seen != 'auto':
             if isinstance(seen, str):
@@ -206,6 +224,13 @@ class RobustnessOptions:
         split = self.temperature_split
         return dict(split=split, split_seed=self.temperature_split_seed
                     if split is not None else None, on_test=self.temperature_on_test)
+
+    @property
+    def interval_settings(self) -> Dict[str, Any]:
+        """The settings of the bootstrap intervals
+        (:func:`~reobench_mm.analysis.intervals.summary_intervals`)."""
+        return dict(resamples=self.bootstrap, level=self.interval_level,
+                    seed=self.bootstrap_seed)
 
     def fingerprint_part(self) -> Dict[str, Any]:
         """The options part of the fingerprint: the settings that change the numbers."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import os.path as osp
 import re
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..analysis.report import Report, write_report
 from ..analysis.results import ConditionResult, merge_results
@@ -20,9 +20,10 @@ from reobench_corruptions.condition import Condition
 from ..engine.workdir import write_error
 from ..errors import SweepError
 from ..evaluation.keys import results_task
-from ..fileio import dump_json_atomic, read_json
+from ..fileio import atomic_write_bytes, dump_json_atomic, read_json
 from .fingerprint import differing_parts
-from .store import calibration_details, record_consistency_problem, record_identity_problem
+from .store import (CONDITIONS_DIR, calibration_details, image_files, image_stats_problem, read_image_stats,
+                    record_consistency_problem, record_identity_problem)
 
 __all__ = ['SHARD_FORMAT', 'shard_manifest_path', 'write_shard_manifest', 'find_manifests',
            'merge_sweeps']
@@ -97,6 +98,27 @@ def find_manifests(work_dir: str) -> List[str]:
                   if _MANIFEST_NAME.fullmatch(name))
 
 
+def _gather_image_files(files: Mapping[Condition, str], out_dir: str
+                        ) -> Dict[Condition, str]:
+    """The shards' per-image statistics files copied into ``out_dir/conditions`` (each
+    atomically, unless it is there already), so that the merged results name files of
+    their own folder: ``condition -> path`` of the copies."""
+    target = osp.join(out_dir, CONDITIONS_DIR)
+    out = {}
+    for condition, path in files.items():
+        copy = osp.join(target, osp.basename(path))
+        if osp.abspath(copy) != osp.abspath(path):
+            os.makedirs(target, exist_ok=True)
+            with open(path, 'rb') as handle:
+                data = handle.read()
+            try:
+                atomic_write_bytes(copy, data)
+            except OSError as error:
+                raise write_error(copy, error) from None
+        out[condition] = copy
+    return out
+
+
 def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> Report:
     """Merge the outputs of the shards of one sweep (``shard_<i>-of-<n>.json`` and their
     condition files, in one or several work dirs) and write the report into ``out_dir``.
@@ -135,7 +157,7 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
     missing = sorted(set(range(count)) - present)
     if missing:
         raise SweepError(f'shards {missing} of {count} have no manifest; run them first')
-    partials, seen, records = [], set(), {}
+    partials, seen, records, stats, folders = [], set(), {}, {}, {}
     for work_dir, path, data in manifests:
         if data['shard'][0] in seen:
             continue  # the same shard in two work dirs: take the first
@@ -157,22 +179,30 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
                 problem = f'was written for other inputs than its shard (differs in {parts})'
             if problem is None:
                 problem = record_consistency_problem(record, {}, results_task(first['task']))
+            if problem is None:
+                problem = image_stats_problem(record, osp.dirname(file))
             if problem is not None:
                 raise SweepError(f'{file} {problem}; run shard {data["shard"][0]} again '
                                  '(it evaluates that condition again)')
             partial[key] = ConditionResult.from_dict(record['result'])
-            records[Condition.from_key(key, first['protocol'])] = record
+            condition = Condition.from_key(key, first['protocol'])
+            records[condition] = record
+            stats[condition] = read_image_stats(record, osp.dirname(file))
+            folders[condition] = osp.dirname(file)
         partials.append(partial)
     merged = merge_results(partials, protocol=first['protocol'], task=first['task'])
     if len(merged) != first['num_conditions']:
         raise SweepError(f'the shards hold {len(merged)} conditions, the sweep has '
                          f'{first["num_conditions"]}')
+    extra = first['provenance'].get('extra') or {}
+    files = _gather_image_files(image_files(records, folders.get), out_dir)
     try:
         return write_report(out_dir, merged, protocol=first['protocol'], task=first['task'],
                             expected_severities=first['severities'],
                             provenance=first['provenance'], plots=plots,
                             calibration_details=calibration_details(records),
-                            seen_in_training=(first['provenance'].get('extra') or {}).get(
-                                'seen_in_training'))
+                            seen_in_training=extra.get('seen_in_training'),
+                            image_stats=stats, intervals=extra.get('intervals'),
+                            image_files=files)
     except OSError as error:
         raise write_error(error.filename or f'the report in {out_dir}', error) from None

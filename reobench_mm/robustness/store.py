@@ -4,7 +4,12 @@ Each finished condition is one file, ``conditions/<tag>.json``
 (:func:`condition_record_name`), sealed with a SHA-256 over its canonical JSON
 (:func:`seal_record`, :func:`write_record`) and checked before reuse
 (:func:`condition_record_problem`: :func:`record_identity_problem`,
-:func:`record_consistency_problem`): a record that is not an object, is of another
+:func:`record_consistency_problem`). Beside each record, ``conditions/<tag>.images.npz``
+holds the condition's per-image statistics
+(:class:`~reobench_mm.evaluation.functional.condition_stats.ImageStats`); the record names
+it with its SHA-256 and size, and a record whose file is missing or altered is evaluated
+again. Records of the first format (no per-image statistics) are still read, and have no
+intervals. A record that is not an object, is of another
 format or condition, or whose settings, metrics, result or digest disagree is evaluated
 again rather than trusted; one written for other inputs is refused
 (:class:`~reobench_mm.errors.FingerprintMismatchError`). :class:`ConditionStore` is the
@@ -25,18 +30,25 @@ from ..analysis.results import condition_result_from_metrics, results_to_jsonabl
 from reobench_corruptions.condition import CLEAN, Condition
 from ..engine.workdir import WorkDirLock, check_writable, write_error
 from ..errors import FingerprintMismatchError, SweepError
-from ..evaluation.keys import Task
-from ..fileio import dump_json_atomic, json_round_trip, read_json
+from ..evaluation.functional.condition_stats import IMAGE_STATS_FORMAT, ImageStats
+from ..evaluation.keys import ECE, Task, metric_key
+from ..fileio import (atomic_write_bytes, dump_json_atomic, file_sha256, json_round_trip,
+                      read_json)
 from .fingerprint import differing_parts
 
 __all__ = [
     'ConditionStore', 'condition_record_name', 'CONDITION_FORMAT', 'CONDITIONS_DIR',
     'record_digest', 'seal_record', 'condition_result_dict', 'record_identity_problem',
     'record_consistency_problem', 'condition_record_problem', 'write_record',
-    'calibration_details', 'check_fingerprint'
+    'calibration_details', 'check_fingerprint', 'image_stats_name', 'image_stats_problem',
+    'read_image_stats', 'LEGACY_CONDITION_FORMAT', 'image_stats_mismatch', 'image_files'
 ]
 
-CONDITION_FORMAT = 'reobench_mm.sweep_condition/1'
+#: Records with per-image statistics (``images``).
+CONDITION_FORMAT = 'reobench_mm.sweep_condition/2'
+#: Records written before per-image statistics were kept: read, with no intervals.
+LEGACY_CONDITION_FORMAT = 'reobench_mm.sweep_condition/1'
+_FORMATS = (CONDITION_FORMAT, LEGACY_CONDITION_FORMAT)
 #: Folder of the condition records under the work dir.
 CONDITIONS_DIR = 'conditions'
 
@@ -68,8 +80,9 @@ def record_identity_problem(record: Any, condition_key: str) -> Optional[str]:
     if not isinstance(record, dict):
         kind = 'null' if record is None else type(record).__name__
         return f'holds a JSON {kind}, not a condition record'
-    if record.get('format') != CONDITION_FORMAT:
-        return f'has format {record.get("format")!r}, expected {CONDITION_FORMAT!r}'
+    if record.get('format') not in _FORMATS:
+        return (f'has format {record.get("format")!r}, expected {CONDITION_FORMAT!r} (or '
+                f'the earlier {LEGACY_CONDITION_FORMAT!r})')
     if record.get('condition') != condition_key:
         return f'is the record of condition {record.get("condition")!r}, not {condition_key!r}'
     if not isinstance(record.get('fingerprint'), dict):
@@ -114,6 +127,8 @@ def record_consistency_problem(record: Mapping[str, Any], expected: Mapping[str,
         return 'it has no calibration details'
     if not _is_number(record.get('seconds')):
         return '"seconds" is not a number'
+    if record.get('format') == CONDITION_FORMAT and 'images' not in record:
+        return 'it has no "images" entry (its per-image statistics)'
     if record.get('digest') != record_digest(record):
         return ('its digest does not match its contents (edited by hand?)'
                 if 'digest' in record else 'it has no digest')
@@ -143,7 +158,81 @@ def condition_record_problem(path: str, condition_key: str, expected: Mapping[st
         if check_fingerprint is not None:
             check_fingerprint(record['fingerprint'], path)
         problem = record_consistency_problem(record, expected, task, calibration)
+    if problem is None:
+        problem = image_stats_problem(record, osp.dirname(path))
     return None if problem is None else f'{path} {problem}'
+
+
+def image_stats_name(condition: Condition) -> str:
+    """The file of a condition's per-image statistics, beside its record:
+    ``<tag>.images.npz``."""
+    return f'{condition.tag}.images.npz'
+
+
+def image_stats_problem(record: Mapping[str, Any], folder: str) -> Optional[str]:
+    """Why the per-image statistics a record names cannot be used (None when they can,
+    or when the record has none)."""
+    entry = record.get('images')
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get('file'), str) \
+            or osp.basename(entry['file']) != entry['file']:
+        return '"images" does not name a statistics file beside it'
+    path = osp.join(folder, entry['file'])
+    if osp.islink(path) or not osp.isfile(path):
+        return f'names per-image statistics {entry["file"]} that are not there'
+    if file_sha256(path) != entry.get('sha256'):
+        return f'names per-image statistics {entry["file"]} whose SHA-256 differs (altered?)'
+    return None
+
+
+def read_image_stats(record: Mapping[str, Any], folder: str) -> Optional[ImageStats]:
+    """The per-image statistics a (checked) record names, or None for a record without.
+
+    Raises:
+        SweepError: the file is missing, altered or not a statistics file.
+    """
+    problem = image_stats_problem(record, folder)
+    if problem is not None:
+        raise SweepError(f'the record of {record.get("condition")} {problem}')
+    entry = record.get('images')
+    if entry is None:
+        return None
+    path = osp.join(folder, entry['file'])
+    with open(path, 'rb') as handle:
+        try:
+            return ImageStats.from_bytes(handle.read())
+        except ValueError as error:
+            raise SweepError(f'{path}: {error}') from None
+
+
+def image_files(records: Mapping[Condition, dict],
+                folder: Callable[[Condition], str]) -> Dict[Condition, str]:
+    """``condition -> path`` of the statistics files the records name (``folder``: where
+    a condition's record is)."""
+    return {c: osp.join(folder(c), r['images']['file']) for c, r in records.items()
+            if isinstance(r.get('images'), dict)}
+
+
+def image_stats_mismatch(stats: ImageStats, result: Mapping[str, Any]) -> Optional[str]:
+    """Why per-image statistics do not give the condition's recorded task metric and ECE
+    (None when those recomputed from all images equal them to 1e-9)."""
+    from ..evaluation.metrics.rotated_map import float32_shortest
+    value = stats.task.recorded_value()
+    if stats.task.kind == 'rotated_detection':
+        value = float32_shortest(value) * 100.0
+    recorded = result.get('value')
+    if not isinstance(recorded, (int, float)) or abs(value - recorded) > 1e-9:
+        return (f'the per-image statistics give {value!r}, the metric recorded '
+                f'{recorded!r}')
+    extra = result.get('extra') or {}
+    for prefix, calibration in stats.calibration.items():
+        key = metric_key(prefix, ECE)
+        ece = float(calibration.values()[ECE][0])
+        if key in extra and extra[key] is not None and abs(ece - extra[key]) > 1e-9:
+            return (f'the per-image statistics give {key} {ece!r}, the metric recorded '
+                    f'{extra[key]!r}')
+    return None
 
 
 def write_record(path: str, record: Mapping[str, Any]) -> Dict[str, Any]:
@@ -235,20 +324,50 @@ class ConditionStore:
             self.calibration, check_fingerprint=self.check_fingerprint)
 
     def write(self, condition: Condition, metrics: Mapping[str, float], seconds: float,
-              calibration: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-        """Write the record of a finished condition (sealed, atomically); returns it.
+              calibration: Optional[Mapping[str, Any]] = None,
+              image_stats: Optional[ImageStats] = None) -> Dict[str, Any]:
+        """Write the record of a finished condition (sealed, atomically) and, before it,
+        its per-image statistics; returns the record.
 
         Raises:
-            SweepError: the file cannot be written (:func:`write_error`).
+            SweepError: a file cannot be written (:func:`write_error`), or the per-image
+                statistics do not give the recorded metric.
         """
+        result = condition_result_dict(metrics, self.task)
         record = dict(format=CONDITION_FORMAT, condition=condition.key,
                       tag=condition.tag, task=self.task.name, **condition.settings(),
-                      metrics=dict(metrics),
-                      result=condition_result_dict(metrics, self.task),
+                      metrics=dict(metrics), result=result,
                       seconds=round(seconds, 3), fingerprint=self.fingerprint())
         if self.calibration:
             record['calibration'] = json_round_trip(calibration or {})
+        record['images'] = None
+        if image_stats is not None:
+            mismatch = image_stats_mismatch(image_stats, result)
+            if mismatch is not None:
+                raise SweepError(f'condition {condition.key}: {mismatch}; the statistics '
+                                 'are not written')
+            name = image_stats_name(condition)
+            path = osp.join(self.conditions_dir, name)
+            data = image_stats.to_bytes()
+            try:
+                atomic_write_bytes(path, data)
+            except OSError as error:
+                raise write_error(path, error) from None
+            record['images'] = dict(file=name, format=IMAGE_STATS_FORMAT,
+                                    sha256=hashlib.sha256(data).hexdigest(),
+                                    bytes=len(data), num_images=image_stats.num_images)
         return write_record(self.condition_file(condition), record)
+
+    def image_stats(self, records: Mapping[Condition, dict]
+                    ) -> Dict[Condition, Optional[ImageStats]]:
+        """``condition -> per-image statistics`` (None for a record without) of records
+        :meth:`load` returned."""
+        return {c: read_image_stats(r, self.conditions_dir) for c, r in records.items()}
+
+    def image_files(self, records: Mapping[Condition, dict]) -> Dict[Condition, str]:
+        """``condition -> path`` of the per-image statistics of the records that have
+        them."""
+        return image_files(records, lambda condition: self.conditions_dir)
 
     def load(self, conditions: Sequence[Any]) -> Dict[Condition, dict]:
         """``condition -> record`` of the given conditions.

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 from mmengine.logging import MMLogger, print_log
 from torch.utils.data import DataLoader
 
+from ..analysis.intervals import SUMMARY_INTERVAL_KEYS
 from ..analysis.results import RobustnessSummary
 from reobench_corruptions.condition import Condition
 from ..engine.corruption_loop import check_batch_condition, check_not_empty
@@ -48,7 +49,9 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
                        ) -> Dict[str, float]:
     """What a robustness loop returns: the clean condition's scalar metrics under their own
     keys, the robustness scores (``robust/avg``, ...), each corruption's mean
-    (``robust/<corruption>``) and each condition's task metric (``<tag>/<metric>``)."""
+    (``robust/<corruption>``), each condition's task metric (``<tag>/<metric>``) and, with
+    bootstrap intervals, the bounds of the overall scores (``robust/avg_ci_low``,
+    ``robust/avg_ci_high``, ... for clean, avg, delta_tp, mpc, rpc)."""
     out = {str(k): plain_float(v) for k, v in clean_metrics.items()
            if isinstance(v, (int, float)) and not isinstance(v, bool)}
     for name in ROBUST_SCORES:
@@ -60,6 +63,12 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
         out[robust_key(corruption)] = float(value)
     for condition, result in summary.conditions.items():
         out[condition_metric_key(condition.tag, summary.metric)] = float(result.value)
+    intervals = summary.intervals
+    if isinstance(intervals, dict) and intervals.get('available'):
+        for name in SUMMARY_INTERVAL_KEYS:
+            if intervals.get(name):
+                out[robust_key(f'{name}_ci_low')] = float(intervals[name][0])
+                out[robust_key(f'{name}_ci_high')] = float(intervals[name][1])
     return out
 
 

@@ -38,7 +38,7 @@ from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
 from ..fileio import file_sha256, json_round_trip
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
-from .evaluators import calibration_metrics, robustness_evaluator
+from .evaluators import calibration_metrics, condition_image_stats, robustness_evaluator
 from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
 from .held_out import check_held_out, seen_in_training
 from .options import RobustnessOptions
@@ -113,7 +113,8 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
             ``out_dir``, ``shard``, ``force``, ``calibration``, ``temperature_scaling``,
             ``temperature_split``, ``temperature_split_seed``, ``temperature_on_test``,
             ``plots``, ``decode_cache_bytes``, ``strict_checkpoint``,
-            ``seen_corruptions``, ``held_out_only``), checked there.
+            ``seen_corruptions``, ``held_out_only``, ``bootstrap``, ``interval_level``,
+            ``bootstrap_seed``), checked there.
 
     Raises:
         SweepError (a ``ValueError``): an unknown option or a bad value (the message lists
@@ -167,6 +168,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                     options.calibration, lambda: self.fingerprint)
         self.decode_caches: list = []
         self.last_calibration: Dict[str, dict] = {}
+        self.last_image_stats = None
         self.outcome: Optional[SweepOutcome] = None
         #: True once the first condition started (a failure after it keeps what was written)
         self.evaluating = False
@@ -280,6 +282,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                        calibration=options.calibration,
                                        temperature=self.recorded_temperature(),
                                        seen_in_training=self.seen_in_training,
+                                       intervals=options.interval_settings,
                                        evaluated_images=len(self.dataloader.dataset),
                                        fingerprint=self.fingerprint)))
 
@@ -301,6 +304,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
         self.last_calibration = {
             prefix: {k: v for k, v in (metric.last_details or {}).items() if k != 'stats'}
             for prefix, metric in calibration_metrics(self.evaluator).items()}
+        self.last_image_stats = condition_image_stats(self.evaluator)
         return metrics, seconds
 
     def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
@@ -359,7 +363,8 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                     outcome.evaluated.append(condition)
                     if main:
                         record = self.store.write(condition, metrics, seconds,
-                                                  self.last_calibration)
+                                                  self.last_calibration,
+                                                  self.last_image_stats)
                         bar.break_line()
                         print_log(f'robustness [{number}/{len(todo)}] {condition.tag}: '
                                   f'{self.task.metric_name} '
@@ -423,10 +428,25 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                 protocol=self.plan.protocol, task=self.task.results_name,
                 expected_severities=self.plan.severities, provenance=self.provenance(),
                 plots=self.options.plots, calibration_details=calibration_details(records),
-                seen_in_training=self.seen_in_training)
+                seen_in_training=self.seen_in_training,
+                image_stats=self.store.image_stats(records),
+                intervals=self.options.interval_settings,
+                image_files=self.store.image_files(records),
+                worst_case_panels=self._worst_case_panels)
         except OSError as error:
             raise write_error(error.filename or f'the report in {self.work_dir}',
                               error) from None
+
+    def _worst_case_panels(self, cases: dict) -> list:
+        """Thumbnails of the worst cases: the model run again on each under its
+        condition (:mod:`~reobench_mm.robustness.worst_case_images`)."""
+        from .worst_case_images import worst_case_panels, worst_case_picks
+        try:
+            return worst_case_panels(worst_case_picks(cases), self.dataloader.dataset,
+                                     self.runner.model, self._switch, self.plan.condition,
+                                     self.task.results_name)
+        finally:
+            self._switch(self.plan.clean)
 
     def write_manifest(self) -> str:
         """Write the shard manifest ``shard_<i>-of-<n>.json``; returns its path."""

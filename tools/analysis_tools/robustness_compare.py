@@ -4,11 +4,15 @@
         [--names A B C] [--common-conditions] \
         [--shift-results A2/results.json B2/results.json ...] \
         [--shift-names ...] [--out-dir DIR] [--bootstrap 1000] [--seed 0] \
-        [--space linear|logit] [--no-plots]
+        [--space linear|logit] [--no-plots] [--no-paired] [--permutations 1999] [--alpha 0.05]
 
 Writes cross_model.json, cross_model.md, model_conditions.csv, rank_stability.csv,
-effective_robustness.csv and (without --no-plots) kendall_tau_vs_severity.png and
-effective_robustness.png into --out-dir, prints the Markdown tables and the paths.
+effective_robustness.csv, (without --no-plots) kendall_tau_vs_severity.png and
+effective_robustness.png and, when every results file names its per-image statistics,
+the paired tests (differences to the first model with intervals and p-values, Kendall τ
+with intervals, rank flips with p-values: paired_differences.csv, rank_flips.csv) into
+--out-dir, prints the Markdown tables and the paths. Models evaluated on different
+images are then refused.
 The files are read by the loader of tools/analysis_tools/robustness_table.py, under the
 same rules and with the same numbers: files of different conditions are refused unless
 --common-conditions restricts every model to the conditions all files have; models are
@@ -52,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--space', choices=FIT_SPACES, default='linear',
                         help='space of the line fit (default: %(default)s)')
     parser.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    parser.add_argument('--no-paired', action='store_true',
+                        help='skip the paired tests on the per-image statistics')
+    parser.add_argument('--permutations', type=int, default=1999,
+                        help='random swaps of the paired permutation test (default '
+                        '%(default)s; all swaps when there are fewer)')
+    parser.add_argument('--alpha', type=float, default=0.05,
+                        help='false discovery rate of the significance marks '
+                        '(Benjamini-Hochberg; default %(default)s)')
     return parser
 
 
@@ -75,6 +87,10 @@ def parse_args(parser: argparse.ArgumentParser,
                          f'{len(args.shift_results)} --shift-results files')
     if args.bootstrap < 0:
         parser.error(f'--bootstrap must be >= 0, got {args.bootstrap}')
+    if args.permutations < 1:
+        parser.error(f'--permutations must be >= 1, got {args.permutations}')
+    if not 0 < args.alpha < 1:
+        parser.error(f'--alpha must be in (0, 1), got {args.alpha}')
     return args
 
 
@@ -87,7 +103,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                                     shift_paths=args.shift_results,
                                     shift_names=args.shift_names, space=args.space,
                                     n_bootstrap=args.bootstrap, seed=args.seed,
-                                    common_conditions=args.common_conditions)
+                                    common_conditions=args.common_conditions,
+                                    paired=not args.no_paired,
+                                    permutations=args.permutations, alpha=args.alpha)
     for message in dict.fromkeys(str(w.message) for w in caught):
         print(f'warning: {message}', file=sys.stderr)
     files = write_cross_model(comparison, args.out_dir, plots=not args.no_plots)

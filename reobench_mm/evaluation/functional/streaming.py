@@ -14,9 +14,9 @@ Metrics give :func:`sum_rank_totals` the dataset size through
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Optional, Sequence, TypeVar
+from typing import Any, Callable, Generic, List, Optional, Sequence, TypeVar
 
-__all__ = ['RankSum', 'sum_rank_totals']
+__all__ = ['RankSum', 'sum_rank_totals', 'gather_rank_samples']
 
 Stats = TypeVar('Stats')
 
@@ -42,13 +42,19 @@ class RankSum(Generic[Stats]):
         self.count = 0
         self.head: Optional[Stats] = None  # every sample but the last
         self.last: Optional[Stats] = None
+        #: what :meth:`add` was given to keep of each sample (small per-sample terms)
+        self.kept: List[Any] = []
 
-    def add(self, sample: Stats, merge: Callable[[Stats, Stats], Stats]) -> None:
-        """Add the statistics of the next sample this process evaluated."""
+    def add(self, sample: Stats, merge: Callable[[Stats, Stats], Stats],
+            keep: Any = None) -> None:
+        """Add the statistics of the next sample this process evaluated; ``keep`` (if
+        given) is kept for this sample alone (:func:`gather_rank_samples`)."""
         if self.last is not None:
             self.head = self.last if self.head is None else merge(self.head, self.last)
         self.last = sample
         self.count += 1
+        if keep is not None:
+            self.kept.append(keep)
 
     def last_is_padding(self, dataset_size: int) -> bool:
         """Whether the last sample was at a padded position of ``DefaultSampler``."""
@@ -77,3 +83,29 @@ def sum_rank_totals(parts: Sequence[Any], dataset_size: Optional[int],
             continue
         total = value if total is None else merge(total, value)
     return total
+
+
+def gather_rank_samples(parts: Sequence[Any], dataset_size: Optional[int]) -> List[Any]:
+    """What every process kept of each sample (:meth:`RankSum.add` ``keep``), in dataset
+    order, the sampler's repeats left out: rank ``r``'s ``k``-th sample is at position
+    ``r + k * world_size``.
+
+    Raises:
+        ValueError: a process kept some samples but not all, or two give one position.
+    """
+    placed = {}
+    for part in parts:
+        if not part.kept:
+            continue
+        if len(part.kept) != part.count:
+            raise ValueError(f'rank {part.rank} kept {len(part.kept)} of its '
+                             f'{part.count} samples')
+        for k, kept in enumerate(part.kept):
+            position = part.rank + k * part.world_size
+            if dataset_size is not None and position >= dataset_size:
+                continue
+            if position in placed:
+                raise ValueError(f'two processes gave dataset position {position}')
+            placed[position] = kept
+    return [placed[p] for p in sorted(placed)]
+

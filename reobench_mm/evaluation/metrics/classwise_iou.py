@@ -4,7 +4,10 @@
 per-class table; a robustness report needs those numbers. :class:`ClasswiseIoUMetric`
 returns them as ``'IoU.<class>'`` keys (percentages, like the printed table but not
 rounded) beside the usual summary, from the same accumulated areas and the same
-``IoUMetric.total_area_to_metrics``.
+``IoUMetric.total_area_to_metrics``. It also keeps each image's areas and id as
+:attr:`last_image_stats` (a pair ``(image ids,``
+:class:`~reobench_mm.evaluation.functional.image_stats.SegmentationImageStats` ``)``), which
+the robustness loops write beside each condition record.
 """
 import functools
 from typing import Dict, List, Optional, Sequence, Union
@@ -13,6 +16,7 @@ import numpy as np
 
 from ...fileio import plain_float
 from ...registry import METRICS
+from ..functional.image_stats import SegmentationImageStats, image_ids_from_paths
 
 __all__ = ['ClasswiseIoUMetric', 'classwise_iou_metric_class']
 
@@ -57,8 +61,27 @@ def classwise_iou_metric_class() -> type:
                 raise ValueError(f'unknown classwise metric(s) {unknown}; valid: '
                                  f'{list(_CLASSWISE_NAMES)}')
             self.classwise = classwise
+            #: ``(image ids, SegmentationImageStats)`` of the last evaluation
+            self.last_image_stats = None
+
+        def process(self, data_batch: dict, data_samples: Sequence[dict]) -> None:
+            """``IoUMetric.process``, each image's areas kept with its path (collected
+            across processes with them, in dataset order)."""
+            start = len(self.results)
+            super().process(data_batch, data_samples)
+            added = self.results[start:]
+            if len(added) == len(data_samples):
+                self.results[start:] = [tuple(areas) + (sample.get('img_path'), )
+                                        for areas, sample in zip(added, data_samples)]
 
         def compute_metrics(self, results: list) -> Dict[str, float]:
+            paths = [r[4] if len(r) == 5 else None for r in results]
+            results = [tuple(r[:4]) for r in results]
+            self.last_image_stats = None
+            if results and all(p is not None for p in paths):
+                self.last_image_stats = (image_ids_from_paths(paths),
+                                         SegmentationImageStats.from_iou_results(
+                                             results, self.nan_to_num))
             metrics = super().compute_metrics(results)
             if self.format_only or not self.classwise:
                 return metrics

@@ -16,9 +16,10 @@ from ..functional.detection_calibration import (EXCLUDED, TRUE_POSITIVE, add_acc
                                                 as_numpy, as_rotated_boxes, detection_ece,
                                                 match_rotated_detections, new_accumulator,
                                                 score_bin_indices)
+from ..functional.image_stats import CalibrationImageStats
 from ..functional.streaming import RankSum, sum_rank_totals
 from ..keys import CALIBRATION_PREFIX
-from .base import DatasetSizeMixin
+from .base import DatasetSizeMixin, kept_image_terms
 
 __all__ = ['RotatedDetectionCalibrationMetric']
 
@@ -69,6 +70,9 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
         self.score_thr = float(score_thr)
         self.num_bins = num_bins
         self.last_details: Optional[Dict[str, Any]] = None
+        #: :class:`CalibrationImageStats` of the last evaluation (per image: score-bin
+        #: counts, score sums and true positives over all classes; dataset order)
+        self.last_image_stats: Optional[CalibrationImageStats] = None
 
     def _class_names(self) -> List[str]:
         meta = self.dataset_meta
@@ -120,7 +124,9 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
                 stats['tp_sums'][label] += np.bincount(
                     bins, weights=(flags[counted] == TRUE_POSITIVE).astype(np.float64),
                     minlength=self.num_bins).astype(np.int64)
-            self.results[0].add(stats, add_accumulators)
+            bins = np.stack([stats['counts'].sum(0), stats['score_sums'].sum(0),
+                             stats['tp_sums'].sum(0)], axis=-1).astype(np.float64)
+            self.results[0].add(stats, add_accumulators, keep=bins)
 
     @staticmethod
     def _instances(instances: Optional[Mapping], what: str):
@@ -137,6 +143,9 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
         names = self._class_names()
         total = new_accumulator(len(names), self.num_bins)
         gathered = sum_rank_totals(results, self._dataset_size, add_accumulators)
+        kept = kept_image_terms(results, self._dataset_size, type(self).__name__)
+        self.last_image_stats = CalibrationImageStats(
+            np.stack(kept), np.zeros((len(kept), 0))) if kept else None
         if gathered is not None:
             add_accumulators(total, gathered)
         counts, score_sums, tp_sums = total['counts'], total['score_sums'], total['tp_sums']

@@ -6,7 +6,10 @@ main script and torch: on a CPU this costs tens of seconds per evaluation, which
 dominates small test sets and multiplies over the 61 evaluations of a robustness sweep.
 :class:`InProcessDOTAMetric` is ``DOTAMetric`` computed in the calling process: it runs the
 same per-image TP/FP function of MMRotate in the calling process (same numbers, tested);
-``in_process=False`` keeps MMRotate's pool.
+``in_process=False`` keeps MMRotate's pool. Computed in process, the per-image flags
+MMRotate's ``tpfp_default`` returns are kept as :attr:`InProcessDOTAMetric.last_image_stats`
+(:class:`~reobench_mm.evaluation.functional.detection_ap.DetectionImageStats`), from which
+AP and mAP of any set of images are recomputed.
 """
 from __future__ import annotations
 
@@ -20,29 +23,48 @@ from mmengine.evaluator import BaseMetric
 
 from ...fileio import plain_float
 from ...registry import METRICS
+from ..functional.detection_ap import DetectionImageStats
 
-__all__ = ['InProcessDOTAMetric', 'in_process_rbbox_map']
+__all__ = ['InProcessDOTAMetric', 'in_process_rbbox_map', 'float32_shortest']
 
 _PATCH_LOCK = threading.RLock()
 
 
 class _SerialPool:
-    """The two methods of ``multiprocessing.Pool`` that ``eval_rbbox_map`` uses."""
+    """The two methods of ``multiprocessing.Pool`` that ``eval_rbbox_map`` uses; with
+    ``calls``, each ``starmap`` appends ``[(dets, num_gts, tp, fp) per image]`` to it
+    (``eval_rbbox_map`` maps ``tpfp_default`` once per class, in class order)."""
+
+    def __init__(self, calls: Optional[list] = None) -> None:
+        self.calls = calls
 
     def starmap(self, func, iterable) -> list:
-        return list(itertools.starmap(func, iterable))
+        arguments = list(iterable)
+        results = list(itertools.starmap(func, arguments))
+        if self.calls is not None:
+            self.calls.append([(args[0], len(args[1]), *result[:2])
+                               for args, result in zip(arguments, results)])
+        return results
 
     def close(self) -> None:
         pass
 
 
 class _SerialContext:
+    """``get_context()``'s stand-in: each ``Pool`` (one per ``eval_rbbox_map`` call, i.e.
+    per IoU threshold) records into a new list of ``pools`` when that is given."""
+
+    def __init__(self, pools: Optional[list] = None) -> None:
+        self.pools = pools
 
     def Pool(self, processes: Optional[int] = None) -> _SerialPool:  # noqa: N802
-        return _SerialPool()
+        if self.pools is None:
+            return _SerialPool()
+        self.pools.append([])
+        return _SerialPool(self.pools[-1])
 
 
-def _float32_shortest(value):
+def float32_shortest(value):
     """mmrotate computes AP in float32 (its precision and recall arrays) and returns it in
     Python floats: a value that is exactly a float32 is returned as float32's shortest
     decimal (0.030303031, not 0.03030303120613098); the others (the mean over several IoU
@@ -54,12 +76,15 @@ def _float32_shortest(value):
 
 
 @contextmanager
-def in_process_rbbox_map() -> Iterator[None]:
-    """Within the block, MMRotate's ``eval_rbbox_map`` computes in this process."""
+def in_process_rbbox_map(pools: Optional[list] = None) -> Iterator[None]:
+    """Within the block, MMRotate's ``eval_rbbox_map`` computes in this process; with
+    ``pools`` (a list), each call appends the per-class, per-image TP/FP results of its
+    ``tpfp_default`` to it (see :class:`_SerialPool`)."""
     from mmrotate.evaluation.functional import mean_ap
+    context = _SerialContext(pools)
     with _PATCH_LOCK:
         original = mean_ap.get_context
-        mean_ap.get_context = lambda method=None: _SerialContext()
+        mean_ap.get_context = lambda method=None: context
         try:
             yield
         finally:
@@ -118,6 +143,9 @@ class InProcessDOTAMetric(BaseMetric):
                                 collect_device=collect_device, prefix=prefix)
         self.in_process = in_process
         self.classwise = classwise
+        #: ``(image ids, DetectionImageStats)`` of the last evaluation computed in process
+        #: (None otherwise, or with ``scale_ranges``)
+        self.last_image_stats = None
 
     @property
     def dataset_meta(self) -> Optional[dict]:
@@ -135,15 +163,24 @@ class InProcessDOTAMetric(BaseMetric):
 
     def compute_metrics(self, results: list) -> dict:
         calls: List[list] = []
+        pools: List[list] = []
+        self.last_image_stats = None
         with _recording_eval_rbbox_map(calls):
             if self.in_process:
-                with in_process_rbbox_map():
+                with in_process_rbbox_map(pools):
                     metrics = self.inner.compute_metrics(results)
             else:
                 metrics = self.inner.compute_metrics(results)
         if self.classwise and calls and self.inner.scale_ranges is None:
             metrics.update(self._per_class_ap(calls))
-        return {key: _float32_shortest(value) for key, value in metrics.items()}
+        if pools and self.inner.scale_ranges is None and \
+                len(pools) == len(self.inner.iou_thrs):
+            self.last_image_stats = (
+                tuple(str(result[1]['img_id']) for result in results),
+                DetectionImageStats.from_tpfp(
+                    pools, self.inner.iou_thrs,
+                    '11points' if self.inner.use_07_metric else 'area'))
+        return {key: float32_shortest(value) for key, value in metrics.items()}
 
     def _per_class_ap(self, calls: List[list]) -> dict:
         """``'AP.<class>'``: the AP of each class averaged over the IoU thresholds like

@@ -22,10 +22,13 @@ from mmengine.logging import print_log
 
 from ...fileio import finite_or_none
 from ...registry import METRICS
+import numpy as np
+
 from ..functional.calibration import PixelCalibrationStats
+from ..functional.image_stats import CalibrationImageStats
 from ..functional.streaming import RankSum, sum_rank_totals
 from ..keys import CALIBRATION_METRICS, CALIBRATION_PREFIX
-from .base import DatasetSizeMixin
+from .base import DatasetSizeMixin, kept_image_terms
 
 __all__ = ['SegCalibrationMetric']
 
@@ -40,6 +43,14 @@ def _sample_field(data_sample: Any, key: str) -> torch.Tensor:
     if not hasattr(data_sample, key):
         raise KeyError(f'data sample has no {key!r}')
     return getattr(data_sample, key).data
+
+
+def image_terms(stats: PixelCalibrationStats):
+    """One image's terms of the ECE, gap, NLL and Brier sums: ``(bins (K, 3): count,
+    confidence sum, correct count; sums (2,): NLL sum, Brier sum)``."""
+    bins = np.stack([stats.top_count, stats.top_confidence_sum, stats.top_correct],
+                    axis=-1).astype(np.float64)
+    return bins, np.array([stats.nll_sum, stats.brier_sum], dtype=np.float64)
 
 
 @METRICS.register_module()
@@ -94,6 +105,8 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
         self.temperature = float(temperature)
         self.chunk_pixels = chunk_pixels
         self.last_details: Optional[Dict[str, Any]] = None
+        #: :class:`CalibrationImageStats` of the last evaluation (per image, dataset order)
+        self.last_image_stats: Optional[CalibrationImageStats] = None
 
     def _class_names(self) -> Optional[Sequence[str]]:
         meta = self.dataset_meta or {}
@@ -143,11 +156,15 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
                     raise ValueError('seg_logits contains NaN or infinite values')
                 probs = torch.softmax(chunk / self.temperature, dim=0)
                 stats._accumulate(probs.numpy(), labels[start:stop].numpy())
-            self.results[0].add(stats, PixelCalibrationStats.merge)
+            self.results[0].add(stats, PixelCalibrationStats.merge, keep=image_terms(stats))
 
     def compute_metrics(self, results: list) -> Dict[str, float]:
         """Sum the accumulators of all processes and compute the metrics."""
         total = sum_rank_totals(results, self._dataset_size, PixelCalibrationStats.merge)
+        kept = kept_image_terms(results, self._dataset_size, type(self).__name__)
+        self.last_image_stats = CalibrationImageStats(
+            np.stack([bins for bins, _ in kept]), np.stack([sums for _, sums in kept])) \
+            if kept else None
         if total is None:
             print_log('SegCalibrationMetric received no pixels; the metrics are NaN',
                       logger='current', level=logging.WARNING)

@@ -1,0 +1,296 @@
+"""Paired tests across the models of a comparison (:class:`~reobench_mm.analysis.model_set.ModelSet`).
+
+From the per-image statistics each model's ``results.json`` names
+(:meth:`~reobench_mm.analysis.results_file.ResultsFile.image_stats`):
+
+- every other model against the reference (the first model): the paired difference of
+  Clean, every condition, every corruption mean, Avg, ΔTP, mPC and rPC with its
+  bootstrap interval and permutation p-value (:func:`~reobench_mm.analysis.paired.paired_numbers`),
+  and whether it is significant after the Benjamini-Hochberg correction over every test
+  of that table (false discovery rate ``alpha``);
+- Kendall's τ-b between the clean ranking of the models and their ranking under each
+  condition, corruption mean and Avg, with a bootstrap interval over the shared image
+  resamples;
+- every pair of models whose order under a condition (or corruption mean, or Avg) is the
+  opposite of its clean order, with the flip's p-value
+  (:func:`~reobench_mm.analysis.paired.flip_p_value`) and whether it is significant after
+  the Benjamini-Hochberg correction over all flips.
+
+Models evaluated on different images (or conditions) are refused, the difference named.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
+                                               resample_counts)
+from .intervals import check_same_images, interval_of, summary_numbers
+from .model_set import ModelSet
+from .tables import column_title, fmt_number, markdown_table
+from .paired import (DEFAULT_PERMUTATIONS, PairedNumbers, benjamini_hochberg, flip_p_value,
+                     kendall_tau_b_rows, paired_numbers)
+
+__all__ = ['PairedModels', 'paired_models', 'DEFAULT_ALPHA', 'numbers_of_table',
+           'paired_markdown', 'paired_csv_rows', 'flips_csv_rows']
+
+#: False discovery rate of the significance marks.
+DEFAULT_ALPHA = 0.05
+
+
+def numbers_of_table(model_set: ModelSet) -> List[str]:
+    """The numbers the paired tables test: ``clean``, every condition key, every
+    ``<corruption>@mean``, ``avg``, ``delta_tp``, ``mpc``, ``rpc``."""
+    return (['clean'] + [c.key for c in model_set.conditions if not c.is_clean]
+            + [f'{n}@mean' for n in model_set.corruptions]
+            + ['avg', 'delta_tp', 'mpc', 'rpc'])
+
+
+@dataclass
+class PairedModels:
+    """Everything :func:`paired_models` computes.
+
+    Attributes:
+        reference: the model the others are compared with.
+        versus: other model -> its :class:`PairedNumbers` against the reference (A = the
+            other model, B = the reference).
+        adjusted: other model -> number -> Benjamini-Hochberg adjusted p-value (over
+            every test of the table).
+        tau: number -> ``{'tau', 'interval'}``: Kendall τ-b between the clean ranking and
+            the ranking by that number (conditions, corruption means, ``avg``).
+        flips: the rank flips: ``{'models': [a, b], 'number', 'clean_difference',
+            'difference', 'p_value', 'p_adjusted', 'significant'}``.
+        images, resamples, permutations, level, alpha, seed: the settings.
+    """
+    reference: str
+    versus: Dict[str, PairedNumbers]
+    adjusted: Dict[str, Dict[str, float]]
+    tau: Dict[str, Dict[str, Any]]
+    flips: List[Dict[str, Any]] = field(default_factory=list)
+    images: int = 0
+    resamples: int = DEFAULT_RESAMPLES
+    permutations: int = DEFAULT_PERMUTATIONS
+    level: float = DEFAULT_LEVEL
+    alpha: float = DEFAULT_ALPHA
+    seed: int = 0
+    exact: bool = False
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-able (NaN as None)."""
+        def number(v):
+            return float(v) if v is not None and math.isfinite(v) else None
+        versus = {}
+        for model, paired in self.versus.items():
+            versus[model] = {
+                name: {'difference': number(paired.difference[name]),
+                       'interval': paired.interval[name],
+                       'p_value': number(paired.p_value[name]['two-sided']),
+                       'p_adjusted': number(self.adjusted[model][name]),
+                       'significant': bool(self.adjusted[model][name] <= self.alpha)}
+                for name in self.adjusted[model]}
+        return {'reference': self.reference, 'images': self.images,
+                'resamples': self.resamples, 'permutations': self.permutations,
+                'exact': self.exact, 'level': self.level, 'alpha': self.alpha,
+                'seed': self.seed,
+                'test': 'paired permutation test (swapping the two models\' results per '
+                        'image), two-sided; Benjamini-Hochberg over each table',
+                'versus_reference': versus,
+                'kendall_tau': {k: {'tau': number(v['tau']), 'interval': v['interval']}
+                                for k, v in self.tau.items()},
+                'rank_flips': [dict(f, clean_difference=number(f['clean_difference']),
+                                    difference=number(f['difference']),
+                                    p_value=number(f['p_value']),
+                                    p_adjusted=number(f['p_adjusted']))
+                               for f in self.flips]}
+
+
+def _load(model_set: ModelSet) -> Tuple[Optional[List[dict]], Optional[str]]:
+    """Each model's statistics (restricted to the compared conditions), or why not."""
+    out = []
+    for model, results in zip(model_set.models, model_set.files):
+        stats = results.image_stats()
+        if stats is None:
+            return None, (f'{model} ({results.path}) has no per-image statistics (written '
+                          'before they were kept): no paired tests')
+        out.append({c: stats[c] for c in model_set.conditions})
+    return out, None
+
+
+def paired_models(model_set: ModelSet, *, resamples: int = DEFAULT_RESAMPLES,
+                  level: float = DEFAULT_LEVEL, seed: int = 0,
+                  permutations: int = DEFAULT_PERMUTATIONS, alpha: float = DEFAULT_ALPHA
+                  ) -> Tuple[Optional[PairedModels], Optional[str]]:
+    """The paired tests of ``model_set`` (see the module docstring), or ``(None, why)``
+    when a model has no per-image statistics.
+
+    Raises:
+        ValueError: models evaluated on different images (named).
+    """
+    stats, why = _load(model_set)
+    if stats is None:
+        return None, why
+    models = model_set.models
+    check_same_images({(m, c.key): s[c] for m, s in zip(models, stats)
+                       for c in model_set.conditions}, 'model')
+    names = numbers_of_table(model_set)
+    kwargs = dict(resamples=resamples, level=level, seed=seed, permutations=permutations,
+                  permutation_seed=seed)
+    pairs: Dict[Tuple[int, int], PairedNumbers] = {}
+    for i, j in itertools.combinations(range(len(models)), 2):
+        pairs[(i, j)] = paired_numbers(stats[i], stats[j], model_set.corruptions,
+                                       model_set.protocol, **kwargs)
+
+    # model i - reference (model 0)
+    compared = {models[i]: _flipped(pairs[(0, i)]) for i in range(1, len(models))}
+    raw = [compared[m].p_value[n]['two-sided'] for m in compared for n in names]
+    adjusted_flat = benjamini_hochberg(raw)
+    adjusted, k = {}, 0
+    for model in compared:
+        adjusted[model] = {}
+        for name in names:
+            adjusted[model][name] = float(adjusted_flat[k])
+            k += 1
+    # Kendall tau with intervals from each model's replicates on the shared resamples
+    weights = resample_counts(next(iter(pairs.values())).images, resamples, seed)
+    per_model = [summary_numbers(model_set.corruptions, model_set.protocol,
+                                 {c: np.asarray(s[c].task.values(weights)) for c in s})
+                 for s in stats]
+    observed = [summary_numbers(model_set.corruptions, model_set.protocol,
+                                {c: np.asarray(s[c].task.values()) for c in s})
+                for s in stats]
+    clean_rows = np.stack([r['clean'] for r in per_model], axis=1)
+    clean_point = np.stack([o['clean'] for o in observed], axis=1)
+    tau = {}
+    for name in names:
+        if name in ('clean', 'delta_tp', 'mpc', 'rpc'):
+            continue
+        rows = np.stack([r[name] for r in per_model], axis=1)
+        point = np.stack([o[name] for o in observed], axis=1)
+        tau[name] = {'tau': float(kendall_tau_b_rows(clean_point, point)[0]),
+                     'interval': interval_of(kendall_tau_b_rows(clean_rows, rows), level)}
+    flips = _rank_flips(models, pairs, tau, alpha)
+    result = PairedModels(models[0], compared, adjusted, tau, flips,
+                          images=next(iter(pairs.values())).images, resamples=resamples,
+                          permutations=next(iter(pairs.values())).permutations,
+                          level=level, alpha=alpha, seed=seed,
+                          exact=next(iter(pairs.values())).exact)
+    return result, None
+
+
+def _flipped(paired: PairedNumbers) -> PairedNumbers:
+    """``paired`` (A − B) as B − A: differences and intervals negated, one-sided
+    p-values exchanged."""
+    return PairedNumbers(
+        difference={k: -v for k, v in paired.difference.items()},
+        interval={k: None if v is None else [-v[1], -v[0]]
+                  for k, v in paired.interval.items()},
+        p_value={k: {'less': v['greater'], 'greater': v['less'],
+                     'two-sided': v['two-sided']} for k, v in paired.p_value.items()},
+        values_a=paired.values_b, values_b=paired.values_a,
+        replicates={k: -v for k, v in paired.replicates.items()},
+        exact=paired.exact, images=paired.images, permutations=paired.permutations)
+
+
+def _rank_flips(models: List[str], pairs: Dict[Tuple[int, int], PairedNumbers],
+                tau: Dict[str, Any], alpha: float) -> List[Dict[str, Any]]:
+    flips = []
+    for (i, j), paired in pairs.items():
+        clean = paired.difference['clean']
+        if clean == 0 or not math.isfinite(clean):
+            continue
+        for name in tau:
+            difference = paired.difference[name]
+            if difference == 0 or not math.isfinite(difference) or \
+                    np.sign(difference) == np.sign(clean):
+                continue
+            flips.append({'models': [models[i], models[j]], 'number': name,
+                          'clean_difference': clean, 'difference': difference,
+                          'p_value': flip_p_value(paired.p_value['clean'],
+                                                  paired.p_value[name], clean)})
+    adjusted = benjamini_hochberg([f['p_value'] for f in flips])
+    for flip, p in zip(flips, adjusted):
+        flip['p_adjusted'] = float(p)
+        flip['significant'] = bool(p <= alpha)
+    return flips
+
+
+def _cell(paired: PairedNumbers, adjusted: Dict[str, float], name: str, alpha: float) -> str:
+    interval = paired.interval[name]
+    text = fmt_number(paired.difference[name], 2, signed=True)
+    if interval:
+        text += f' [{fmt_number(interval[0], 2, True)}, {fmt_number(interval[1], 2, True)}]'
+    p = adjusted[name]
+    return text + (' *' if math.isfinite(p) and p <= alpha else '')
+
+
+def paired_markdown(result: PairedModels, model_set: ModelSet) -> List[str]:
+    """The report's section on the paired tests."""
+    level = f'{100 * result.level:g} %'
+    metric = model_set.metric
+    lines = [f'## Paired differences against {result.reference}', '',
+             f'Each model minus {result.reference} on the same {result.images} images, '
+             f'{metric} points, with the {level} bootstrap interval of the difference '
+             f'({result.resamples} image resamples shared by both models). `*`: '
+             f'significant at a false discovery rate of {result.alpha:g} '
+             '(Benjamini-Hochberg over every number of this table) in a two-sided paired '
+             'permutation test (' + ('every swap enumerated' if result.exact else
+                                     f'{result.permutations} random swaps') +
+             ' of the two models\' results per image). Every cell is in '
+             '`paired_differences.csv`.', '']
+    columns = ['clean', 'avg', 'delta_tp'] + [f'{n}@mean' for n in model_set.corruptions]
+    header = ['Model', 'Clean', 'Avg', 'ΔTP'] + [column_title(n)
+                                                  for n in model_set.corruptions]
+    rows = [[model] + [_cell(paired, result.adjusted[model], c, result.alpha)
+                       for c in columns] for model, paired in result.versus.items()]
+    lines += markdown_table(header, rows) + ['']
+    lines += ['### Kendall τ with intervals', '',
+              f'τ-b between the clean ranking and the ranking under each corruption mean '
+              f'and Avg, with its {level} bootstrap interval over the images.', '']
+    rows = [[column_title(k[:-5]) if k.endswith('@mean') else 'Avg',
+             fmt_number(v['tau'], 3),
+             '–' if not v['interval'] else
+             f'[{fmt_number(v["interval"][0], 3)}, {fmt_number(v["interval"][1], 3)}]']
+            for k, v in result.tau.items() if k.endswith('@mean') or k == 'avg']
+    lines += markdown_table(['Ranking by', 'τ', level], rows) + ['']
+    significant = [f for f in result.flips if f['significant']]
+    lines += ['### Rank flips', '',
+              f'{len(result.flips)} pairs of models change order between clean and a '
+              f'condition, corruption mean or Avg; {len(significant)} of them significantly '
+              '(the flip\'s p-value is the larger of the two one-sided paired tests, so it '
+              'is small only when both orders are; Benjamini-Hochberg over all flips). '
+              'Every flip is in `rank_flips.csv`.', '']
+    shown = sorted(result.flips, key=lambda f: f['p_value'])[:15]
+    if shown:
+        rows = [[f'{f["models"][0]} vs {f["models"][1]}', f['number'],
+                 fmt_number(f['clean_difference'], 2, True), fmt_number(f['difference'], 2, True),
+                 fmt_number(f['p_value'], 4), fmt_number(f['p_adjusted'], 4)
+                 + (' *' if f['significant'] else '')] for f in shown]
+        lines += markdown_table(['Models (A vs B)', 'Under', 'A − B clean', 'A − B there',
+                                 'p', 'p (BH)'], rows) + ['']
+    return lines
+
+
+def paired_csv_rows(result: PairedModels) -> Tuple[List[str], List[list]]:
+    """``paired_differences.csv``: one row per model x number."""
+    header = ['model', 'reference', 'number', 'difference', 'ci_low', 'ci_high', 'p_value',
+              'p_adjusted', 'significant']
+    rows = []
+    for model, paired in result.versus.items():
+        for name, p in result.adjusted[model].items():
+            interval = paired.interval[name] or [None, None]
+            rows.append([model, result.reference, name, paired.difference[name], *interval,
+                         paired.p_value[name]['two-sided'], p, int(p <= result.alpha)])
+    return header, rows
+
+
+def flips_csv_rows(result: PairedModels) -> Tuple[List[str], List[list]]:
+    """``rank_flips.csv``: one row per flip."""
+    header = ['model_a', 'model_b', 'number', 'clean_difference', 'difference', 'p_value',
+              'p_adjusted', 'significant']
+    return header, [[f['models'][0], f['models'][1], f['number'], f['clean_difference'],
+                     f['difference'], f['p_value'], f['p_adjusted'], int(f['significant'])]
+                    for f in result.flips]
