@@ -109,8 +109,11 @@ def test_sweep_matches_the_reference(task, demo_data, tmp_path):
     assert got['report'] == reference['report']
     # a float32 metric is written as its own shortest decimal (58.1), not with the digits
     # double precision adds to it (58.099998474121094); float64 metrics stay as they are
+    # (the calibration metrics are float64: a degenerate one can equal a float32 by chance)
     for metrics in got['conditions'].values():
         for key, value in metrics.items():
+            if key.startswith('calib'):
+                continue
             if isinstance(value, float) and value == value and float(np.float32(value)) == value:
                 assert repr(value) == str(np.float32(value)), (key, value)
 

@@ -274,3 +274,21 @@ def test_paired_comparison_of_two_models(sweeps, tmp_path):
         json.dump(document, handle)
     with pytest.raises(ValueError, match=r"evaluated on other images.*renamed\.png"):
         compare_models([paths[0], osp.join(other, 'results.json')], n_bootstrap=50)
+
+
+@pytest.mark.slow
+def test_a_failing_thumbnail_leaves_the_report(sweeps, tmp_path, monkeypatch):
+    from reobench_mm.robustness import worst_case_images
+
+    def broken(*args, **kwargs):
+        raise RuntimeError('no display')
+
+    monkeypatch.setattr(worst_case_images, 'worst_case_panels', broken)
+    work_dir = str(tmp_path / 'thumbnails')
+    shutil.copytree(sweeps['outcomes']['trained'].work_dir, work_dir)
+    os.remove(osp.join(work_dir, 'worst_cases.png'))
+    outcome = _sweep(sweeps['trained'], sweeps['data_root'], work_dir, bootstrap=100)
+    assert outcome.evaluated == []
+    report = open(osp.join(work_dir, 'report.md')).read()
+    assert '## Worst cases' in report and 'worst_cases.png' not in report
+    assert not osp.exists(osp.join(work_dir, 'worst_cases.png'))

@@ -177,6 +177,6 @@ def plot_worst_cases(panels: Sequence[Mapping[str, Any]], path: str) -> str:
                 ax.set_yticks([])
                 ax.set_title(name, fontsize=8)
             row[0].set_ylabel(panel['title'], fontsize=7)
-        return atomic_savefig(fig, path)
+        return atomic_savefig(fig, path, dpi=100)  # photographs: 100 dpi keeps it quick
     finally:
         plt.close(fig)

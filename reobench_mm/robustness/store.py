@@ -301,6 +301,9 @@ class ConditionStore:
         self.coerce, self.task = coerce, task
         self.calibration = calibration
         self.fingerprint = fingerprint
+        #: SHA-256 of a statistics file written by this store -> its statistics (the
+        #: report then reads back only those of reused records)
+        self._written: Dict[str, ImageStats] = {}
 
     def condition_file(self, condition: Any) -> str:
         return osp.join(self.work_dir, condition_record_name(self.coerce(condition)))
@@ -353,16 +356,25 @@ class ConditionStore:
                 atomic_write_bytes(path, data)
             except OSError as error:
                 raise write_error(path, error) from None
-            record['images'] = dict(file=name, format=IMAGE_STATS_FORMAT,
-                                    sha256=hashlib.sha256(data).hexdigest(),
+            digest = hashlib.sha256(data).hexdigest()
+            record['images'] = dict(file=name, format=IMAGE_STATS_FORMAT, sha256=digest,
                                     bytes=len(data), num_images=image_stats.num_images)
+            self._written[digest] = image_stats
         return write_record(self.condition_file(condition), record)
 
     def image_stats(self, records: Mapping[Condition, dict]
                     ) -> Dict[Condition, Optional[ImageStats]]:
         """``condition -> per-image statistics`` (None for a record without) of records
         :meth:`load` returned."""
-        return {c: read_image_stats(r, self.conditions_dir) for c, r in records.items()}
+        out = {}
+        for condition, record in records.items():
+            entry = record.get('images')
+            cached = self._written.get(entry.get('sha256')) if isinstance(entry, dict) \
+                else None
+            # the records were checked when loaded (their files' SHA-256 included)
+            out[condition] = cached if cached is not None else \
+                read_image_stats(record, self.conditions_dir)
+        return out
 
     def image_files(self, records: Mapping[Condition, dict]) -> Dict[Condition, str]:
         """``condition -> path`` of the per-image statistics of the records that have

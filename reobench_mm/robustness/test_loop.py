@@ -445,6 +445,10 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
             return worst_case_panels(worst_case_picks(cases), self.dataloader.dataset,
                                      self.runner.model, self._switch, self.plan.condition,
                                      self.task.results_name)
+        except Exception as error:  # a picture is not worth the report: say so, go on
+            print_log(f'no thumbnails of the worst cases ({type(error).__name__}: {error})',
+                      logger='current', level=logging.WARNING)
+            return []
         finally:
             self._switch(self.plan.clean)
 
