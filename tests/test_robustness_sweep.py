@@ -335,6 +335,20 @@ def test_rotated_detection_sweep(demo_data, tmp_path):
     assert numbers['per_class']['classes'] == classes
     assert 'calib/ECE' in numbers['extra']
     assert not osp.exists(osp.join(work_dir, 'severity_curves.png'))
+    # the per-image statistics give the recorded mAP, per-class AP and D-ECE
+    from reobench_mm.evaluation.functional.condition_stats import ImageStats
+    from reobench_mm.evaluation.metrics.rotated_map import float32_shortest
+    with open(osp.join(work_dir, 'conditions', record['images']['file']), 'rb') as handle:
+        stats = ImageStats.from_bytes(handle.read())
+    assert stats.task.kind == 'rotated_detection' and stats.num_images == 3
+    assert float32_shortest(stats.task.recorded_value()) == record['metrics']['dota/mAP']
+    aps, gts = stats.task.class_ap()
+    for index, name in enumerate(classes):
+        recorded = record['metrics'][f'dota/AP.{name}']
+        if gts[0, index] > 0:
+            assert float(aps[0, index]) == pytest.approx(recorded, abs=1e-7)
+    assert stats.calibration['calib'].values()['ECE'][0] == pytest.approx(
+        record['metrics']['calib/ECE'], abs=1e-9)
 
 
 @pytest.mark.slow
