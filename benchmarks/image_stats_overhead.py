@@ -10,7 +10,6 @@ check, no intervals, no worst cases and no thumbnails) as the baseline. Prints t
 wall times and their ratio; target <= 1.05. Also prints the statistics' bytes per image
 and the time of the report's intervals and worst cases.
 """
-import argparse
 import os
 import os.path as osp
 import statistics
@@ -20,33 +19,18 @@ import time
 from unittest import mock
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from sweep_overhead import CONFIG, PROJECT_ROOT, loader_options, train  # noqa: E402
+from sweep_overhead import (CONFIG, demo_checkpoint, demo_sweep_parser,  # noqa: E402
+                            loader_options)
 
 TARGET = 1.05
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description='cost of the per-image statistics')
-    parser.add_argument('--checkpoint', help='checkpoint of the demo config '
-                        '(default: train one for --train-iters)')
-    parser.add_argument('--data-root', default=osp.join(PROJECT_ROOT, 'data', 'demo',
-                                                        'potsdam'))
-    parser.add_argument('--corruptions', nargs='+', default=['all'])
-    parser.add_argument('--severities', nargs='+', type=int, default=[1, 2, 3, 4, 5])
-    parser.add_argument('--repeats', type=int, default=3)
-    parser.add_argument('--train-iters', type=int, default=5)
-    return parser.parse_args()
-
-
 def main():
-    args = parse_args()
+    args = demo_sweep_parser('cost of the per-image statistics').parse_args()
     from reobench_mm.robustness import test_loop
     from reobench_mm.robustness.sweep import RobustnessSweep
-    if not osp.isdir(args.data_root):
-        sys.exit(f'no demo data at {args.data_root}; run tools/make_demo_data.py first')
     with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = args.checkpoint or train(args.data_root, osp.join(tmp, 'train'),
-                                              args.train_iters)
+        checkpoint = demo_checkpoint(args, tmp)
 
         def sweep(name):
             run = RobustnessSweep(CONFIG, checkpoint, corruptions=args.corruptions,

@@ -31,8 +31,9 @@ CONFIG = osp.join(PROJECT_ROOT, 'configs', 'demo',
 TARGET = 1.10
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description='sweep overhead over plain evaluations')
+def demo_sweep_parser(description):
+    """The options of the benchmarks that sweep the demo segmentation model."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument('--checkpoint', help='checkpoint of the demo config '
                         '(default: train one for --train-iters)')
     parser.add_argument('--data-root', default=osp.join(PROJECT_ROOT, 'data', 'demo',
@@ -43,7 +44,15 @@ def parse_args():
     parser.add_argument('--severities', nargs='+', type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--train-iters', type=int, default=5)
-    return parser.parse_args()
+    return parser
+
+
+def demo_checkpoint(args, tmp):
+    """``--checkpoint``, or one trained for ``--train-iters`` under ``tmp``; exits when the
+    demo data are missing."""
+    if not osp.isdir(args.data_root):
+        sys.exit(f'no demo data at {args.data_root}; run tools/make_demo_data.py first')
+    return args.checkpoint or train(args.data_root, osp.join(tmp, 'train'), args.train_iters)
 
 
 def loader_options(data_root, split='test'):
@@ -64,14 +73,11 @@ def train(data_root, work_dir, iters):
 
 
 def main():
-    args = parse_args()
+    args = demo_sweep_parser('sweep overhead over plain evaluations').parse_args()
     from reobench_corruptions.condition import CLEAN
     from reobench_mm.robustness.sweep import RobustnessSweep
-    if not osp.isdir(args.data_root):
-        sys.exit(f'no demo data at {args.data_root}; run tools/make_demo_data.py first')
     with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = args.checkpoint or train(args.data_root, osp.join(tmp, 'train'),
-                                              args.train_iters)
+        checkpoint = demo_checkpoint(args, tmp)
 
         def make_sweep(name, **options):
             return RobustnessSweep(CONFIG, checkpoint, corruptions=args.corruptions,

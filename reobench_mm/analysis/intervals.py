@@ -34,12 +34,20 @@ from ..evaluation.keys import metric_key
 from .results import RobustnessSummary
 
 __all__ = ['INTERVAL_METHOD', 'summary_intervals', 'no_intervals', 'check_same_images',
-           'condition_replicates', 'interval_of', 'summary_numbers', 'SUMMARY_INTERVAL_KEYS']
+           'condition_replicates', 'interval_of', 'summary_numbers', 'SUMMARY_INTERVAL_KEYS',
+           'available_intervals']
 
 INTERVAL_METHOD = 'percentile bootstrap over test images (the same resamples for every ' \
     'condition)'
 #: The overall numbers that get an interval (``robust/<key>_ci_low``, ...).
 SUMMARY_INTERVAL_KEYS = ('clean', 'avg', 'delta_tp', 'mpc', 'rpc')
+
+
+def available_intervals(summary: RobustnessSummary) -> Optional[Dict[str, Any]]:
+    """The summary's intervals block when it holds intervals (None without, or when it
+    says why there are none)."""
+    intervals = summary.intervals
+    return intervals if isinstance(intervals, dict) and intervals.get('available') else None
 
 
 def no_intervals(reason: str) -> Dict[str, Any]:
@@ -89,6 +97,16 @@ def _mean(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.mean(np.stack(arrays), axis=0)
 
 
+def _per_severity(values: Mapping[Condition, np.ndarray]
+                  ) -> Dict[str, Dict[int, np.ndarray]]:
+    """corruption -> severity -> replicates, from per-condition replicates."""
+    out: Dict[str, Dict[int, np.ndarray]] = {}
+    for condition, replicate in values.items():
+        if not condition.is_clean:
+            out.setdefault(condition.corruption, {})[condition.severity] = replicate
+    return out
+
+
 def _scores(clean: np.ndarray, per_severity: Mapping[str, Mapping[int, np.ndarray]],
             members: Sequence[str]) -> Dict[str, np.ndarray]:
     """Replicates of Avg, ΔTP, mPC, rPC over ``members`` (as
@@ -107,10 +125,7 @@ def summary_numbers(corruptions: Sequence[str], protocol: str,
     ``avg``, ``delta_tp``, ``mpc``, ``rpc``, ``<corruption>@mean`` and every condition
     key (as :func:`~reobench_mm.analysis.results.aggregate` computes them)."""
     clean = values[Condition(protocol=protocol)]
-    per_severity: Dict[str, Dict[int, np.ndarray]] = {}
-    for condition, replicate in values.items():
-        if not condition.is_clean:
-            per_severity.setdefault(condition.corruption, {})[condition.severity] = replicate
+    per_severity = _per_severity(values)
     out = {'clean': clean}
     if corruptions:
         out.update(_scores(clean, per_severity, list(corruptions)))
@@ -125,10 +140,7 @@ def _replicate_summary(summary: RobustnessSummary, values: Mapping[Condition, np
     """The intervals of the task metric's numbers from per-condition replicates."""
     protocol = summary.protocol
     clean = values[Condition(protocol=protocol)]
-    per_severity: Dict[str, Dict[int, np.ndarray]] = {}
-    for condition, replicate in values.items():
-        if not condition.is_clean:
-            per_severity.setdefault(condition.corruption, {})[condition.severity] = replicate
+    per_severity = _per_severity(values)
     names = list(summary.corruptions)
     overall = _scores(clean, per_severity, names)
     out: Dict[str, Any] = {'clean': interval_of(clean, level)}

@@ -47,7 +47,7 @@ from .intervals import check_same_images, interval_of, summary_numbers
 
 __all__ = ['DEFAULT_PERMUTATIONS', 'swap_masks', 'permutation_p_values',
            'benjamini_hochberg', 'kendall_tau_b_rows', 'PairedNumbers', 'paired_numbers',
-           'flip_p_value']
+           'flip_p_value', 'ModelNumbers', 'model_numbers']
 
 #: Permutations of the paired test when none are given (p-values down to 1/2000).
 DEFAULT_PERMUTATIONS = 1999
@@ -149,13 +149,35 @@ def _numbers(stats: Mapping[Condition, ImageStats], weights: np.ndarray,
     return summary_numbers(corruptions, protocol, values)
 
 
+@dataclass
+class ModelNumbers:
+    """One model's numbers (:func:`~reobench_mm.analysis.intervals.summary_numbers`) on
+    all images (``observed``, ``(1,)`` each) and on each bootstrap resample
+    (``bootstrap``, ``(B,)`` each): what every comparison of that model shares."""
+    observed: Dict[str, np.ndarray]
+    bootstrap: Dict[str, np.ndarray]
+
+
+def model_numbers(stats: Mapping[Condition, ImageStats], corruptions: Sequence[str],
+                  protocol: str, weights: np.ndarray) -> ModelNumbers:
+    """:class:`ModelNumbers` of one model with the resample ``weights``."""
+    return ModelNumbers(_numbers(stats, np.ones((1, weights.shape[1])), corruptions,
+                                 protocol),
+                        _numbers(stats, weights, corruptions, protocol))
+
+
 def paired_numbers(stats_a: Mapping[Condition, ImageStats],
                    stats_b: Mapping[Condition, ImageStats], corruptions: Sequence[str],
                    protocol: str = 'reobench', *, resamples: int = DEFAULT_RESAMPLES,
                    level: float = DEFAULT_LEVEL, seed: int = 0,
                    permutations: int = DEFAULT_PERMUTATIONS,
-                   permutation_seed: int = 0) -> PairedNumbers:
+                   permutation_seed: int = 0,
+                   numbers: Optional[Tuple[ModelNumbers, ModelNumbers]] = None
+                   ) -> PairedNumbers:
     """The paired difference A − B of every number (see the module docstring).
+    ``numbers``: both models' :class:`ModelNumbers` on the resamples of ``resamples``
+    and ``seed`` when already computed (a comparison of several models computes each
+    model's once).
 
     Raises:
         ValueError: the two models were evaluated on different images or conditions
@@ -169,14 +191,14 @@ def paired_numbers(stats_a: Mapping[Condition, ImageStats],
     image_ids = check_same_images({('A', c.key): stats_a[c] for c in conditions}
                                   | {('B', c.key): stats_b[c] for c in conditions}, 'model')
     n = len(image_ids)
-    observed_a = _numbers(stats_a, np.ones((1, n)), corruptions, protocol)
-    observed_b = _numbers(stats_b, np.ones((1, n)), corruptions, protocol)
-    names = list(observed_a)
-    difference = {k: float(observed_a[k][0] - observed_b[k][0]) for k in names}
-    weights = resample_counts(n, resamples, seed)
-    boot_a = _numbers(stats_a, weights, corruptions, protocol)
-    boot_b = _numbers(stats_b, weights, corruptions, protocol)
-    replicates = {k: boot_a[k] - boot_b[k] for k in names}
+    if numbers is None:
+        weights = resample_counts(n, resamples, seed)
+        numbers = (model_numbers(stats_a, corruptions, protocol, weights),
+                   model_numbers(stats_b, corruptions, protocol, weights))
+    a, b = numbers
+    names = list(a.observed)
+    difference = {k: float(a.observed[k][0] - b.observed[k][0]) for k in names}
+    replicates = {k: a.bootstrap[k] - b.bootstrap[k] for k in names}
     masks, exact = swap_masks(n, permutations, permutation_seed)
     swap = masks.astype(np.float64)
     joint = {c: _joint(stats_a[c], stats_b[c]) for c in conditions}
@@ -188,8 +210,8 @@ def paired_numbers(stats_a: Mapping[Condition, ImageStats],
         difference=difference,
         interval={k: interval_of(replicates[k], level) for k in names},
         p_value={k: {side: float(p[side][i]) for side in p} for i, k in enumerate(names)},
-        values_a={k: float(observed_a[k][0]) for k in names},
-        values_b={k: float(observed_b[k][0]) for k in names},
+        values_a={k: float(a.observed[k][0]) for k in names},
+        values_b={k: float(b.observed[k][0]) for k in names},
         replicates=replicates, exact=exact, images=n, permutations=len(masks))
 
 

@@ -29,11 +29,11 @@ import numpy as np
 
 from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
                                                resample_counts)
-from .intervals import check_same_images, interval_of, summary_numbers
+from .intervals import check_same_images, interval_of
 from .model_set import ModelSet
 from .tables import column_title, fmt_number, markdown_table
 from .paired import (DEFAULT_PERMUTATIONS, PairedNumbers, benjamini_hochberg, flip_p_value,
-                     kendall_tau_b_rows, paired_numbers)
+                     kendall_tau_b_rows, model_numbers, paired_numbers)
 
 __all__ = ['PairedModels', 'paired_models', 'DEFAULT_ALPHA', 'numbers_of_table',
            'paired_markdown', 'paired_csv_rows', 'flips_csv_rows']
@@ -134,50 +134,41 @@ def paired_models(model_set: ModelSet, *, resamples: int = DEFAULT_RESAMPLES,
     if stats is None:
         return None, why
     models = model_set.models
-    check_same_images({(m, c.key): s[c] for m, s in zip(models, stats)
-                       for c in model_set.conditions}, 'model')
+    image_ids = check_same_images({(m, c.key): s[c] for m, s in zip(models, stats)
+                                   for c in model_set.conditions}, 'model')
     names = numbers_of_table(model_set)
-    kwargs = dict(resamples=resamples, level=level, seed=seed, permutations=permutations,
-                  permutation_seed=seed)
-    pairs: Dict[Tuple[int, int], PairedNumbers] = {}
-    for i, j in itertools.combinations(range(len(models)), 2):
-        pairs[(i, j)] = paired_numbers(stats[i], stats[j], model_set.corruptions,
-                                       model_set.protocol, **kwargs)
-
+    corruptions, protocol = model_set.corruptions, model_set.protocol
+    # each model's numbers once, on the resamples every comparison shares
+    weights = resample_counts(len(image_ids), resamples, seed)
+    numbers = [model_numbers(s, corruptions, protocol, weights) for s in stats]
+    pairs: Dict[Tuple[int, int], PairedNumbers] = {
+        (i, j): paired_numbers(stats[i], stats[j], corruptions, protocol,
+                               resamples=resamples, level=level, seed=seed,
+                               permutations=permutations, permutation_seed=seed,
+                               numbers=(numbers[i], numbers[j]))
+        for i, j in itertools.combinations(range(len(models)), 2)}
     # model i - reference (model 0)
     compared = {models[i]: _flipped(pairs[(0, i)]) for i in range(1, len(models))}
     raw = [compared[m].p_value[n]['two-sided'] for m in compared for n in names]
-    adjusted_flat = benjamini_hochberg(raw)
-    adjusted, k = {}, 0
-    for model in compared:
-        adjusted[model] = {}
-        for name in names:
-            adjusted[model][name] = float(adjusted_flat[k])
-            k += 1
-    # Kendall tau with intervals from each model's replicates on the shared resamples
-    weights = resample_counts(next(iter(pairs.values())).images, resamples, seed)
-    per_model = [summary_numbers(model_set.corruptions, model_set.protocol,
-                                 {c: np.asarray(s[c].task.values(weights)) for c in s})
-                 for s in stats]
-    observed = [summary_numbers(model_set.corruptions, model_set.protocol,
-                                {c: np.asarray(s[c].task.values()) for c in s})
-                for s in stats]
-    clean_rows = np.stack([r['clean'] for r in per_model], axis=1)
-    clean_point = np.stack([o['clean'] for o in observed], axis=1)
-    tau = {}
-    for name in names:
-        if name in ('clean', 'delta_tp', 'mpc', 'rpc'):
-            continue
-        rows = np.stack([r[name] for r in per_model], axis=1)
-        point = np.stack([o[name] for o in observed], axis=1)
-        tau[name] = {'tau': float(kendall_tau_b_rows(clean_point, point)[0]),
-                     'interval': interval_of(kendall_tau_b_rows(clean_rows, rows), level)}
-    flips = _rank_flips(models, pairs, tau, alpha)
-    result = PairedModels(models[0], compared, adjusted, tau, flips,
-                          images=next(iter(pairs.values())).images, resamples=resamples,
-                          permutations=next(iter(pairs.values())).permutations,
-                          level=level, alpha=alpha, seed=seed,
-                          exact=next(iter(pairs.values())).exact)
+    adjusted_rows = benjamini_hochberg(raw).reshape(len(compared), len(names))
+    adjusted = {m: dict(zip(names, map(float, row)))
+                for m, row in zip(compared, adjusted_rows)}
+    # Kendall tau between the clean ranking and each number's, with intervals from the
+    # models' replicates on the shared resamples
+    def ranking(name: str, part: str) -> np.ndarray:
+        return np.stack([getattr(n, part)[name] for n in numbers], axis=1)
+
+    tau = {name: {'tau': float(kendall_tau_b_rows(ranking('clean', 'observed'),
+                                                  ranking(name, 'observed'))[0]),
+                  'interval': interval_of(kendall_tau_b_rows(ranking('clean', 'bootstrap'),
+                                                             ranking(name, 'bootstrap')),
+                                          level)}
+           for name in names if name not in ('clean', 'delta_tp', 'mpc', 'rpc')}
+    first = next(iter(pairs.values()))
+    result = PairedModels(models[0], compared, adjusted, tau,
+                          _rank_flips(models, pairs, tau, alpha), images=len(image_ids),
+                          resamples=resamples, permutations=first.permutations,
+                          level=level, alpha=alpha, seed=seed, exact=first.exact)
     return result, None
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from reobench_corruptions.condition import Condition
 from ..evaluation.keys import CALIBRATION_PREFIX, CALIBRATION_PREFIXES, ECE, ECE_KEY, metric_key
 from ..fileio import atomic_write_bytes
+from .intervals import available_intervals
 from .results import AVG, SHIFT, RobustnessSummary, check_condition
 from .tables import column_title
 
@@ -81,12 +82,6 @@ def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
 # ----------------------------------------------------------------------------------
 # One model
 # ----------------------------------------------------------------------------------
-def _intervals(summary: RobustnessSummary) -> Optional[dict]:
-    """The summary's bootstrap intervals, when it has them."""
-    intervals = summary.intervals
-    return intervals if isinstance(intervals, dict) and intervals.get('available') else None
-
-
 def _interval_title(intervals: Optional[dict], what: str) -> str:
     if intervals is None:
         return ''
@@ -100,7 +95,7 @@ def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:
     around each line and around the clean line."""
     plt = agg_pyplot()
     fig, ax = plt.subplots(figsize=(8, 5), layout=FIGURE_LAYOUT)
-    intervals = _intervals(summary)
+    intervals = available_intervals(summary)
     try:
         cmap = plt.get_cmap('tab20')
         markers = 'osD^v<>ph*Xd'
@@ -138,7 +133,7 @@ def plot_drop_by_corruption(summary: RobustnessSummary, path: str) -> str:
     drops = sorted(((summary.clean - summary.per_corruption[n], n)
                     for n in summary.corruptions), key=lambda t: (-t[0], t[1]))
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(drops) + 1.8), layout=FIGURE_LAYOUT)
-    intervals = _intervals(summary)
+    intervals = available_intervals(summary)
     try:
         names = [n for _, n in drops]
         values = [d for d, _ in drops]

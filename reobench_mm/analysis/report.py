@@ -28,7 +28,7 @@ import math
 import os
 import os.path as osp
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from reobench_corruptions import list_corruptions
 from ..evaluation.keys import (CALIBRATION_METRICS, CALIBRATION_PREFIX, CALIBRATION_PREFIXES,
@@ -38,7 +38,8 @@ from ..fileio import atomic_write_text, file_sha256, nan_to_null
 from ..version import package_versions
 from .plotting import (plot_drop_by_corruption, plot_ece_vs_severity,
                        plot_reliability_by_condition, plot_risk_coverage, plot_severity_curves)
-from .results import RobustnessSummary, aggregate, corruption_order
+from .intervals import available_intervals, summary_intervals
+from .results import RobustnessSummary, aggregate, check_condition, corruption_order
 from .results_file import RESULTS_FORMAT
 from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
 from .worst_cases import (WORST_CASES_CSV, WORST_CASES_FILE, WORST_CASES_PLOT,
@@ -153,7 +154,7 @@ def results_csv_text(summary: RobustnessSummary) -> str:
             if name not in classes:
                 classes.append(name)
     per_class_prefix = _per_class_name(summary)
-    intervals = _available_intervals(summary)
+    intervals = available_intervals(summary)
     bounds = [f'{summary.metric}_ci_low', f'{summary.metric}_ci_high'] if intervals else []
     header = (['condition', 'corruption', 'severity', 'category', summary.metric] + bounds +
               extra_keys + [f'{per_class_prefix}.{c}' for c in classes])
@@ -174,11 +175,6 @@ def results_csv_text(summary: RobustnessSummary) -> str:
                         [cell(result.extra.get(k)) for k in extra_keys] +
                         [cell(per_class.get(c)) for c in classes])
     return buffer.getvalue()
-
-
-def _available_intervals(summary: RobustnessSummary) -> Optional[Dict[str, Any]]:
-    intervals = summary.intervals
-    return intervals if isinstance(intervals, dict) and intervals.get('available') else None
 
 
 def _bounds(interval: Optional[Sequence[float]], digits: int = 2, scale: float = 1.0) -> str:
@@ -492,7 +488,7 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                  seen_in_training: Optional[Sequence[str]] = None,
                  image_stats: Optional[Mapping[Any, Any]] = None,
                  intervals: Optional[Mapping[str, Any]] = None,
-                 image_files: Optional[Mapping[Any, str]] = None,
+                 image_files: Optional[Mapping[Any, Tuple[str, str]]] = None,
                  worst_case_panels: Optional[Callable[[dict], list]] = None) -> Report:
     """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
     ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
@@ -509,8 +505,8 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     corruptions (see :func:`aggregate`). ``image_stats`` (``{condition: ImageStats or
     None}``) adds bootstrap intervals (:func:`~reobench_mm.analysis.intervals.summary_intervals`
     with the ``intervals`` settings ``resamples``, ``level``, ``seed``) to every file;
-    ``image_files`` (``{condition: path of its statistics file}``) names them in
-    ``results.json`` (relative to ``out_dir``, with their SHA-256) for the paired
+    ``image_files`` (``{condition: (path of its statistics file, its SHA-256)}``) names
+    them in ``results.json`` (relative to ``out_dir``, with their SHA-256) for the paired
     comparison of models (:mod:`~reobench_mm.analysis.paired`). With statistics for every
     condition the worst cases are written too (``worst_cases.json``, ``worst_cases.csv``,
     a report section; :mod:`~reobench_mm.analysis.worst_cases`) and, with plots and
@@ -524,8 +520,6 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                             seen_in_training=seen_in_training)
     stats, stats_ok = {}, False
     if image_stats is not None:
-        from .intervals import summary_intervals
-        from .results import check_condition
         stats = {check_condition(c, summary.protocol): v for c, v in image_stats.items()}
         summary.intervals = summary_intervals(summary, stats, **dict(intervals or {}))
         stats_ok = all(stats.get(c) is not None for c in summary.conditions)
@@ -535,10 +529,9 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     path = lambda name: osp.join(out_dir, name)  # noqa: E731
     files = None
     if image_files:
-        from .results import check_condition
         files = {check_condition(c, summary.protocol).key:
-                 {'file': osp.relpath(osp.abspath(f), osp.abspath(out_dir)),
-                  'sha256': file_sha256(f)} for c, f in image_files.items()}
+                 {'file': osp.relpath(osp.abspath(f), osp.abspath(out_dir)), 'sha256': sha}
+                 for c, (f, sha) in image_files.items()}
     report.files['results.json'] = write_results_json(path('results.json'), summary,
                                                       provenance, files)
     report.files['results.csv'] = write_results_csv(path('results.csv'), summary)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import Condition
-from ..evaluation.functional.condition_stats import ImageStats
-from ..fileio import file_sha256, read_json
+from ..evaluation.functional.condition_stats import ImageStats, read_stats_file
+from ..fileio import read_json
 from .results import ConditionResult, RobustnessSummary, aggregate, normalize_results
 
 __all__ = ['RESULTS_FORMAT', 'ResultsFile', 'read_results']
@@ -63,18 +63,12 @@ class ResultsFile:
         out = {}
         for condition in self.conditions:
             entry = self.image_files[condition.key]
-            file = osp.join(folder, str(entry.get('file')))
-            if not osp.isfile(file):
-                raise ValueError(f'{self.path} names per-image statistics {file} of '
-                                 f'{condition.key}, which do not exist')
-            if file_sha256(file) != entry.get('sha256'):
-                raise ValueError(f'{file} (per-image statistics of {condition.key} in '
-                                 f'{self.path}) has another SHA-256 than recorded (altered?)')
-            with open(file, 'rb') as handle:
-                try:
-                    out[condition] = ImageStats.from_bytes(handle.read())
-                except ValueError as error:
-                    raise ValueError(f'{file}: {error}') from None
+            try:
+                out[condition] = read_stats_file(osp.join(folder, str(entry.get('file'))),
+                                                 entry.get('sha256'))
+            except ValueError as error:
+                raise ValueError(f'{self.path} names per-image statistics of '
+                                 f'{condition.key} that cannot be used: {error}') from None
         return out
 
     @property

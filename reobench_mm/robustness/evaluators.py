@@ -8,8 +8,8 @@ from typing import Any, Dict, List, Optional
 from ..errors import SweepError
 from ..evaluation.functional.condition_stats import ImageStats
 from ..evaluation.evaluator_cfg import as_metric_list
-from ..evaluation.keys import (CALIBRATION_PREFIX, ROTATED_DETECTION, SCALED_CALIBRATION_PREFIX,
-                               Task)
+from ..evaluation.keys import (CALIBRATION_PREFIX, CALIBRATION_PREFIXES, ROTATED_DETECTION,
+                               SCALED_CALIBRATION_PREFIX, Task)
 
 __all__ = ['CLASSWISE_METRICS', 'classwise_evaluator', 'calibration_metric_cfgs',
            'robustness_evaluator', 'calibration_metrics', 'condition_image_stats']
@@ -80,9 +80,9 @@ def robustness_evaluator(evaluator: Any, task: Task, calibration: bool,
 
 def calibration_metrics(evaluator: Any) -> Dict[str, Any]:
     """prefix -> the calibration metric instances of a built evaluator."""
-    prefixes = (CALIBRATION_PREFIX, SCALED_CALIBRATION_PREFIX)
     return {m.prefix: m for m in getattr(evaluator, 'metrics', [])
-            if getattr(m, 'prefix', None) in prefixes and hasattr(m, 'last_details')}
+            if getattr(m, 'prefix', None) in CALIBRATION_PREFIXES
+            and hasattr(m, 'last_details')}
 
 
 def condition_image_stats(evaluator: Any) -> Optional[ImageStats]:
@@ -91,12 +91,11 @@ def condition_image_stats(evaluator: Any) -> Optional[ImageStats]:
     the calibration metrics' (None when the task metric kept none, e.g. a metric of
     another kind, or on a process other than the main one)."""
     task, calibration = None, {}
-    prefixes = (CALIBRATION_PREFIX, SCALED_CALIBRATION_PREFIX)
     for metric in getattr(evaluator, 'metrics', []):
         stats = getattr(metric, 'last_image_stats', None)
         if stats is None:
             continue
-        if getattr(metric, 'prefix', None) in prefixes:
+        if getattr(metric, 'prefix', None) in CALIBRATION_PREFIXES:
             calibration[metric.prefix] = stats
         elif isinstance(stats, tuple) and task is None:
             task = stats

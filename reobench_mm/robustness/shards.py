@@ -22,7 +22,7 @@ from ..errors import SweepError
 from ..evaluation.keys import results_task
 from ..fileio import atomic_write_bytes, dump_json_atomic, read_json
 from .fingerprint import differing_parts
-from .store import (CONDITIONS_DIR, calibration_details, image_files, image_stats_problem, read_image_stats,
+from .store import (CONDITIONS_DIR, calibration_details, image_files, read_image_stats,
                     record_consistency_problem, record_identity_problem)
 
 __all__ = ['SHARD_FORMAT', 'shard_manifest_path', 'write_shard_manifest', 'find_manifests',
@@ -98,14 +98,14 @@ def find_manifests(work_dir: str) -> List[str]:
                   if _MANIFEST_NAME.fullmatch(name))
 
 
-def _gather_image_files(files: Mapping[Condition, str], out_dir: str
-                        ) -> Dict[Condition, str]:
+def _gather_image_files(files: Mapping[Condition, Tuple[str, str]], out_dir: str
+                        ) -> Dict[Condition, Tuple[str, str]]:
     """The shards' per-image statistics files copied into ``out_dir/conditions`` (each
     atomically, unless it is there already), so that the merged results name files of
-    their own folder: ``condition -> path`` of the copies."""
+    their own folder: ``condition -> (path of the copy, SHA-256)``."""
     target = osp.join(out_dir, CONDITIONS_DIR)
     out = {}
-    for condition, path in files.items():
+    for condition, (path, sha256) in files.items():
         copy = osp.join(target, osp.basename(path))
         if osp.abspath(copy) != osp.abspath(path):
             os.makedirs(target, exist_ok=True)
@@ -115,7 +115,7 @@ def _gather_image_files(files: Mapping[Condition, str], out_dir: str
                 atomic_write_bytes(copy, data)
             except OSError as error:
                 raise write_error(copy, error) from None
-        out[condition] = copy
+        out[condition] = (copy, sha256)
     return out
 
 
@@ -179,15 +179,17 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
                 problem = f'was written for other inputs than its shard (differs in {parts})'
             if problem is None:
                 problem = record_consistency_problem(record, {}, results_task(first['task']))
+            condition = Condition.from_key(key, first['protocol'])
             if problem is None:
-                problem = image_stats_problem(record, osp.dirname(file))
+                try:
+                    stats[condition] = read_image_stats(record, osp.dirname(file))
+                except SweepError as error:
+                    problem = f'cannot be merged ({error})'
             if problem is not None:
                 raise SweepError(f'{file} {problem}; run shard {data["shard"][0]} again '
                                  '(it evaluates that condition again)')
             partial[key] = ConditionResult.from_dict(record['result'])
-            condition = Condition.from_key(key, first['protocol'])
             records[condition] = record
-            stats[condition] = read_image_stats(record, osp.dirname(file))
             folders[condition] = osp.dirname(file)
         partials.append(partial)
     merged = merge_results(partials, protocol=first['protocol'], task=first['task'])

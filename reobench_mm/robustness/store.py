@@ -30,7 +30,8 @@ from ..analysis.results import condition_result_from_metrics, results_to_jsonabl
 from reobench_corruptions.condition import CLEAN, Condition
 from ..engine.workdir import WorkDirLock, check_writable, write_error
 from ..errors import FingerprintMismatchError, SweepError
-from ..evaluation.functional.condition_stats import IMAGE_STATS_FORMAT, ImageStats
+from ..evaluation.functional.condition_stats import (IMAGE_STATS_FORMAT, ImageStats,
+                                                    read_stats_file)
 from ..evaluation.keys import ECE, Task, metric_key
 from ..fileio import (atomic_write_bytes, dump_json_atomic, file_sha256, json_round_trip,
                       read_json)
@@ -169,14 +170,19 @@ def image_stats_name(condition: Condition) -> str:
     return f'{condition.tag}.images.npz'
 
 
+def _names_stats_file(entry: Any) -> bool:
+    """Whether a record's ``images`` entry names a file beside the record."""
+    return isinstance(entry, dict) and isinstance(entry.get('file'), str) \
+        and osp.basename(entry['file']) == entry['file']
+
+
 def image_stats_problem(record: Mapping[str, Any], folder: str) -> Optional[str]:
     """Why the per-image statistics a record names cannot be used (None when they can,
     or when the record has none)."""
     entry = record.get('images')
     if entry is None:
         return None
-    if not isinstance(entry, dict) or not isinstance(entry.get('file'), str) \
-            or osp.basename(entry['file']) != entry['file']:
+    if not _names_stats_file(entry):
         return '"images" does not name a statistics file beside it'
     path = osp.join(folder, entry['file'])
     if osp.islink(path) or not osp.isfile(path):
@@ -187,31 +193,32 @@ def image_stats_problem(record: Mapping[str, Any], folder: str) -> Optional[str]
 
 
 def read_image_stats(record: Mapping[str, Any], folder: str) -> Optional[ImageStats]:
-    """The per-image statistics a (checked) record names, or None for a record without.
+    """The per-image statistics a record names (read once, its SHA-256 checked), or None
+    for a record without.
 
     Raises:
-        SweepError: the file is missing, altered or not a statistics file.
+        SweepError: the entry names no file beside the record, or the file is missing,
+            altered or not a statistics file.
     """
-    problem = image_stats_problem(record, folder)
-    if problem is not None:
-        raise SweepError(f'the record of {record.get("condition")} {problem}')
     entry = record.get('images')
     if entry is None:
         return None
-    path = osp.join(folder, entry['file'])
-    with open(path, 'rb') as handle:
-        try:
-            return ImageStats.from_bytes(handle.read())
-        except ValueError as error:
-            raise SweepError(f'{path}: {error}') from None
+    if not _names_stats_file(entry):
+        raise SweepError(f'the record of {record.get("condition")} has an "images" entry '
+                         'that names no statistics file beside it')
+    try:
+        return read_stats_file(osp.join(folder, entry['file']), entry.get('sha256'))
+    except ValueError as error:
+        raise SweepError(f'the per-image statistics of {record.get("condition")}: '
+                         f'{error}') from None
 
 
-def image_files(records: Mapping[Condition, dict],
-                folder: Callable[[Condition], str]) -> Dict[Condition, str]:
-    """``condition -> path`` of the statistics files the records name (``folder``: where
-    a condition's record is)."""
-    return {c: osp.join(folder(c), r['images']['file']) for c, r in records.items()
-            if isinstance(r.get('images'), dict)}
+def image_files(records: Mapping[Condition, dict], folder: Callable[[Condition], str]
+                ) -> Dict[Condition, Tuple[str, str]]:
+    """``condition -> (path, SHA-256)`` of the statistics files the records name
+    (``folder``: where a condition's record is)."""
+    return {c: (osp.join(folder(c), r['images']['file']), r['images']['sha256'])
+            for c, r in records.items() if isinstance(r.get('images'), dict)}
 
 
 def image_stats_mismatch(stats: ImageStats, result: Mapping[str, Any]) -> Optional[str]:
@@ -376,9 +383,10 @@ class ConditionStore:
                 read_image_stats(record, self.conditions_dir)
         return out
 
-    def image_files(self, records: Mapping[Condition, dict]) -> Dict[Condition, str]:
-        """``condition -> path`` of the per-image statistics of the records that have
-        them."""
+    def image_files(self, records: Mapping[Condition, dict]
+                    ) -> Dict[Condition, Tuple[str, str]]:
+        """``condition -> (path, SHA-256)`` of the per-image statistics of the records
+        that have them."""
         return image_files(records, lambda condition: self.conditions_dir)
 
     def load(self, conditions: Sequence[Any]) -> Dict[Condition, dict]:

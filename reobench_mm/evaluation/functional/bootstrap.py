@@ -18,6 +18,7 @@ interval is the one ``scipy.stats.bootstrap(method='percentile')`` gives (tested
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Optional, Tuple
 
 import numpy as np
@@ -93,12 +94,9 @@ def percentile_interval(replicates: np.ndarray, level: float = DEFAULT_LEVEL,
         low, high = np.percentile(values, [100 * alpha, 100 * (1 - alpha)], axis=0)
     else:
         masked = np.where(finite, values, np.nan)
-        with np.errstate(all='ignore'):
-            import warnings
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore', RuntimeWarning)
-                low, high = np.nanpercentile(masked, [100 * alpha, 100 * (1 - alpha)],
-                                             axis=0)
+        with warnings.catch_warnings():  # all-NaN columns: NaN, marked below
+            warnings.simplefilter('ignore', RuntimeWarning)
+            low, high = np.nanpercentile(masked, [100 * alpha, 100 * (1 - alpha)], axis=0)
     low = np.where(enough, low, math.nan)
     high = np.where(enough, high, math.nan)
     return low, high

@@ -10,16 +10,17 @@ compressed ``.npz`` without pickled objects.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 from dataclasses import dataclass, field
-from typing import Dict, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 import numpy as np
 
 from .detection_ap import DetectionImageStats
 from .image_stats import CalibrationImageStats, SegmentationImageStats
 
-__all__ = ['IMAGE_STATS_FORMAT', 'ImageStats', 'TASK_STATS']
+__all__ = ['IMAGE_STATS_FORMAT', 'ImageStats', 'TASK_STATS', 'read_stats_file']
 
 #: ``format`` entry of the ``.npz`` file of :class:`ImageStats`.
 IMAGE_STATS_FORMAT = 'reobench_mm.image_stats/1'
@@ -100,3 +101,24 @@ class ImageStats:
                 calibration.setdefault(prefix, {})[name] = value
         return cls(tuple(arrays['image_ids'].tolist()), task,
                    {p: CalibrationImageStats.from_arrays(a) for p, a in calibration.items()})
+
+
+def read_stats_file(path: str, sha256: Optional[str] = None) -> ImageStats:
+    """The statistics in the file at ``path``, read once and, with ``sha256``, checked to
+    be the bytes recorded.
+
+    Raises:
+        ValueError: the file cannot be read, has another SHA-256, or is not a statistics
+            file (the path named).
+    """
+    try:
+        with open(path, 'rb') as handle:
+            data = handle.read()
+    except OSError as error:
+        raise ValueError(f'{path} cannot be read ({error.strerror or error})') from None
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(f'{path} has another SHA-256 than recorded (altered?)')
+    try:
+        return ImageStats.from_bytes(data)
+    except ValueError as error:
+        raise ValueError(f'{path}: {error}') from None

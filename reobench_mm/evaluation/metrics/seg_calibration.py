@@ -16,14 +16,13 @@ import logging
 import math
 from typing import Any, Dict, Mapping, Optional, Sequence
 
+import numpy as np
 import torch
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
 from ...fileio import finite_or_none
 from ...registry import METRICS
-import numpy as np
-
 from ..functional.calibration import PixelCalibrationStats
 from ..functional.image_stats import CalibrationImageStats
 from ..functional.streaming import RankSum, sum_rank_totals
