@@ -13,6 +13,16 @@ images. Each interval is the percentile interval of those replicates
 how much the number depends on which test images were drawn, for this model and these
 corruption draws.
 
+When the random corruptions were evaluated with several corruption seeds (their cells
+are the means over the seeds: :mod:`~reobench_mm.analysis.corruption_seeds`), each
+resample also draws the seeds of every such condition with replacement
+(:func:`~reobench_mm.evaluation.functional.bootstrap.resample_draws`) and averages the
+drawn seeds' values on its images
+(:mod:`~reobench_mm.evaluation.functional.seed_average`): the intervals of those cells,
+of their corruptions' means and of every aggregate containing them (Avg, ΔTP, mPC, rPC,
+the categories) then include the variation over corruption draws too; the block's
+``corruption_seeds`` names the seeds and corruptions (False with one seed).
+
 :func:`summary_intervals` returns the JSON block ``numbers.intervals`` of
 ``results.json`` (see :func:`no_intervals` for results without per-image statistics).
 """
@@ -28,9 +38,11 @@ from reobench_corruptions.condition import Condition
 from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
                                                check_level, check_resamples,
                                                interval_or_none, percentile_interval,
-                                               resample_counts)
+                                               resample_counts, resample_draws)
 from ..evaluation.functional.condition_stats import ImageStats
+from ..evaluation.functional.seed_average import average_over_seeds
 from ..evaluation.keys import metric_key
+from .corruption_seeds import group_by_seed, seed_condition_label
 from .results import RobustnessSummary
 
 __all__ = ['INTERVAL_METHOD', 'summary_intervals', 'no_intervals', 'check_same_images',
@@ -39,6 +51,9 @@ __all__ = ['INTERVAL_METHOD', 'summary_intervals', 'no_intervals', 'check_same_i
 
 INTERVAL_METHOD = 'percentile bootstrap over test images (the same resamples for every ' \
     'condition)'
+SEEDS_METHOD = 'percentile bootstrap over test images and corruption seeds (the same image ' \
+    'resamples for every condition; the seeds of each random corruption drawn with ' \
+    'replacement in every resample)'
 #: The overall numbers that get an interval (``robust/<key>_ci_low``, ...).
 SUMMARY_INTERVAL_KEYS = ('clean', 'avg', 'delta_tp', 'mpc', 'rpc')
 
@@ -197,12 +212,38 @@ def _calibration_intervals(summary: RobustnessSummary, stats: Mapping[Condition,
     return out
 
 
+def _seeded_stats(summary: RobustnessSummary, stats: Dict[Condition, ImageStats],
+                  seed_stats: Mapping[Condition, Optional[ImageStats]], resamples: int,
+                  seed: int) -> Optional[str]:
+    """Replace (in ``stats``) every condition of the summary's further corruption seeds
+    by its average over the drawn seeds; why not (None when done)."""
+    groups = group_by_seed(seed_stats, summary.protocol)
+    for condition in summary.conditions:
+        entry = summary.corruption_seeds['conditions'].get(condition.key)
+        if entry is None:
+            continue
+        seeds = [int(s) for s in entry['seeds']][1:]
+        have = groups.get(condition, {})
+        missing = [s for s in seeds if have.get(s) is None]
+        if missing:
+            return (f'the further corruption seeds {missing} of {condition.key} have no '
+                    'per-image statistics')
+        members = [stats[condition]] + [have[s] for s in seeds]
+        stats[condition] = average_over_seeds(
+            members, resample_draws(len(members), resamples, seed))
+    return None
+
+
 def summary_intervals(summary: RobustnessSummary,
                       stats: Mapping[Condition, Optional[ImageStats]],
                       resamples: int = DEFAULT_RESAMPLES, level: float = DEFAULT_LEVEL,
-                      seed: int = 0) -> Dict[str, Any]:
+                      seed: int = 0,
+                      seed_stats: Optional[Mapping[Condition, Optional[ImageStats]]] = None
+                      ) -> Dict[str, Any]:
     """The ``intervals`` block of ``results.json`` for ``summary`` from each condition's
-    per-image statistics (see the module docstring).
+    per-image statistics (see the module docstring); ``seed_stats``: those of the further
+    corruption seeds (keyed by their seeded :class:`Condition`) when the summary's random
+    corruptions were evaluated with several (``summary.corruption_seeds``).
 
     Without statistics for every condition (records written before they were kept, or
     a task metric that keeps none) or with ``resamples=0`` the block says why there are
@@ -224,11 +265,21 @@ def summary_intervals(summary: RobustnessSummary,
             '(force) for intervals')
     stats = {c: stats[c] for c in summary.conditions}
     image_ids = check_same_images(stats)
+    seeds: Any = False
+    if summary.corruption_seeds is not None:
+        check_same_images({'clean': stats[Condition(protocol=summary.protocol)]}
+                          | {seed_condition_label(c): s for c, s in (seed_stats or {}).items()
+                             if s is not None})
+        why = _seeded_stats(summary, stats, seed_stats or {}, resamples, seed)
+        if why is not None:
+            return no_intervals(why + '; evaluate them again (force) for intervals')
+        seeds = {k: summary.corruption_seeds[k] for k in ('seeds', 'corruptions')}
     weights = resample_counts(len(image_ids), resamples, seed)
     values = condition_replicates(stats, weights, lambda s, w: s.task.values(w))
-    out: Dict[str, Any] = {'available': True, 'method': INTERVAL_METHOD, 'level': level,
-                           'resamples': resamples, 'seed': seed, 'images': len(image_ids),
-                           'corruption_seeds': False}
+    out: Dict[str, Any] = {'available': True,
+                           'method': INTERVAL_METHOD if seeds is False else SEEDS_METHOD,
+                           'level': level, 'resamples': resamples, 'seed': seed,
+                           'images': len(image_ids), 'corruption_seeds': seeds}
     out.update(_replicate_summary(summary, values, level))
     out['extra'] = _calibration_intervals(summary, stats, weights, level)
     return out

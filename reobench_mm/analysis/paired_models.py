@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from reobench_corruptions.condition import Condition
 from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
                                                resample_counts)
 from .intervals import check_same_images, interval_of
@@ -108,8 +109,37 @@ class PairedModels:
                                for f in self.flips]}
 
 
+def _draw_seeds(results: Any, condition: Condition) -> List[Any]:
+    """The corruption seeds ``condition`` was evaluated with in ``results``."""
+    entry = ((results.summary.corruption_seeds or {}).get('conditions') or {}).get(
+        condition.key)
+    if entry is not None:
+        return [int(s) for s in entry['seeds']]
+    return [results.provenance.get('seed')]
+
+
+def check_same_draws(model_set: ModelSet) -> None:
+    """Refuse models whose corrupted images differ: a condition evaluated with other
+    corruption seeds (a paired test needs the same draws of every corruption).
+
+    Raises:
+        ValueError: the first such condition and the two models named.
+    """
+    first_model, first = model_set.models[0], model_set.files[0]
+    for model, results in zip(model_set.models[1:], model_set.files[1:]):
+        for condition in model_set.conditions:
+            if condition.is_clean:
+                continue
+            a, b = _draw_seeds(first, condition), _draw_seeds(results, condition)
+            if a != b:
+                raise ValueError(f'{first_model} and {model} evaluated {condition.key} with '
+                                 f'other corruption seeds ({a} and {b}): their corrupted '
+                                 'images differ, so they cannot be compared image by image')
+
+
 def _load(model_set: ModelSet) -> Tuple[Optional[List[dict]], Optional[str]]:
     """Each model's statistics (restricted to the compared conditions), or why not."""
+    check_same_draws(model_set)
     out = []
     for model, results in zip(model_set.models, model_set.files):
         stats = results.image_stats()

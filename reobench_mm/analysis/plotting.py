@@ -85,8 +85,10 @@ def atomic_savefig(fig, path: str, dpi: int = 120) -> str:
 def _interval_title(intervals: Optional[dict], what: str) -> str:
     if intervals is None:
         return ''
+    seeds = intervals.get('corruption_seeds')
+    draws = f' and {len(seeds["seeds"])} seeds of the random corruptions' if seeds else ''
     return f'\n({what}: {100 * intervals["level"]:g} % bootstrap intervals over ' \
-        f'{intervals["images"]} images)'
+        f'{intervals["images"]} images{draws})'
 
 
 def plot_severity_curves(summary: RobustnessSummary, path: str) -> str:

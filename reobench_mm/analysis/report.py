@@ -38,6 +38,7 @@ from ..fileio import atomic_write_text, file_sha256, nan_to_null
 from ..version import package_versions
 from .plotting import (plot_drop_by_corruption, plot_ece_vs_severity,
                        plot_reliability_by_condition, plot_risk_coverage, plot_severity_curves)
+from .corruption_seeds import fold_seeds, seed_lines
 from .intervals import available_intervals, summary_intervals
 from .results import RobustnessSummary, aggregate, check_condition, corruption_order
 from .results_file import RESULTS_FORMAT
@@ -121,24 +122,31 @@ def make_provenance(*, model: Optional[str] = None, backbone: Optional[str] = No
 # ----------------------------------------------------------------------------------
 def results_document(summary: RobustnessSummary,
                      provenance: Optional[Mapping[str, Any]] = None,
-                     image_files: Optional[Mapping[str, Mapping[str, Any]]] = None
+                     image_files: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                     seed_image_files: Optional[Mapping[str, Mapping[str, Any]]] = None
                      ) -> Dict[str, Any]:
     """``{'format', 'numbers', 'provenance'}`` as written to ``results.json``, and
-    ``image_stats`` (condition key -> ``{'file', 'sha256'}``) when given."""
+    ``image_stats`` (condition key -> ``{'file', 'sha256'}``) and ``seed_image_stats``
+    (the further corruption seeds': condition tag -> ``{'condition', 'seed', 'file',
+    'sha256'}``) when given."""
     doc = {'format': RESULTS_FORMAT, 'numbers': summary.to_dict(),
            'provenance': nan_to_null(dict(provenance or {}))}
     if image_files:
         doc['image_stats'] = {k: dict(image_files[k]) for k in sorted(image_files)}
+    if seed_image_files:
+        doc['seed_image_stats'] = {k: dict(seed_image_files[k])
+                                   for k in sorted(seed_image_files)}
     return doc
 
 
 def write_results_json(path: str, summary: RobustnessSummary,
                        provenance: Optional[Mapping[str, Any]] = None,
-                       image_files: Optional[Mapping[str, Mapping[str, Any]]] = None
+                       image_files: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                       seed_image_files: Optional[Mapping[str, Mapping[str, Any]]] = None
                        ) -> str:
     """Write ``results.json`` (strict JSON, 2-space indent, trailing newline)."""
-    text = json.dumps(results_document(summary, provenance, image_files), indent=2,
-                      allow_nan=False, ensure_ascii=False)
+    text = json.dumps(results_document(summary, provenance, image_files, seed_image_files),
+                      indent=2, allow_nan=False, ensure_ascii=False)
     return atomic_write_text(path, text + '\n')
 
 
@@ -198,11 +206,7 @@ def interval_lines(summary: RobustnessSummary) -> List[str]:
              f'({intervals["resamples"]} resamples, seed {intervals["seed"]}); every '
              'condition is recomputed on the same resamples, so the intervals of '
              'differences (Drop, ΔTP) respect the pairing. They show how much each number '
-             'depends on which test images were drawn; '
-             + ('they also include the variation over corruption seeds.'
-                if intervals.get('corruption_seeds') else
-                "they do not include the corruptions' own randomness (one corruption seed)."),
-             '']
+             'depends on which test images were drawn; ' + _seeds_text(intervals), '']
     rows = [['Clean', fmt_number(summary.clean), _bounds(intervals['clean'])]]
     for name in summary.corruptions:
         block = intervals['per_corruption'][name]
@@ -229,6 +233,19 @@ def interval_lines(summary: RobustnessSummary) -> List[str]:
         lines += markdown_table(['Metric', 'Clean', 'Avg', 'Avg − Clean'], rows)
         lines += ['']
     return lines
+
+
+def _seeds_text(intervals: Mapping[str, Any]) -> str:
+    """Which intervals include the corruptions' own randomness."""
+    seeds = intervals.get('corruption_seeds')
+    if not seeds:
+        return "they do not include the corruptions' own randomness (one corruption seed)."
+    return (f'each resample also draws the corruption seeds ({", ".join(map(str, seeds["seeds"]))}) '
+            'of the random corruptions with replacement, so the intervals of their cells '
+            f'and means ({", ".join(seeds["corruptions"])}) and of every number that '
+            'averages them (Avg, ΔTP, mPC, rPC, their categories, the calibration means) '
+            "include the corruptions' own randomness too; those of Clean and of the other "
+            'corruptions (one draw each) do not.')
 
 
 def _per_class_name(summary: RobustnessSummary) -> str:
@@ -318,6 +335,7 @@ def render_report_md(summary: RobustnessSummary,
                       f'{", ".join(seen) or "none"}.', '']
 
     lines += interval_lines(summary)
+    lines += seed_lines(summary)
     lines += ['## Per severity', '']
     severities = list(summary.severities)
     rows = []
@@ -489,7 +507,11 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                  image_stats: Optional[Mapping[Any, Any]] = None,
                  intervals: Optional[Mapping[str, Any]] = None,
                  image_files: Optional[Mapping[Any, Tuple[str, str]]] = None,
-                 worst_case_panels: Optional[Callable[[dict], list]] = None) -> Report:
+                 worst_case_panels: Optional[Callable[[dict], list]] = None,
+                 seed_results: Optional[Mapping[Any, Any]] = None,
+                 corruption_seed: int = 0,
+                 seed_image_stats: Optional[Mapping[Any, Any]] = None,
+                 seed_image_files: Optional[Mapping[Any, Tuple[str, str]]] = None) -> Report:
     """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
     ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
     ``drop_by_corruption.png`` into ``out_dir``. A ready
@@ -511,17 +533,33 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     condition the worst cases are written too (``worst_cases.json``, ``worst_cases.csv``,
     a report section; :mod:`~reobench_mm.analysis.worst_cases`) and, with plots and
     ``worst_case_panels`` (which returns the thumbnails of the worst cases it is given),
-    ``worst_cases.png``."""
+    ``worst_cases.png``.
+
+    ``seed_results`` (``{Condition with its seed: result}``) are the results of the
+    random corruptions at further corruption seeds than ``corruption_seed`` (that of
+    ``results``): their cells become the means over the seeds
+    (:func:`~reobench_mm.analysis.corruption_seeds.fold_seeds`), the report gains a
+    section on the seeds, and with ``seed_image_stats`` (keyed the same) the intervals
+    resample the seeds too; ``seed_image_files`` names their statistics files in
+    ``results.json``. The worst cases and the calibration details are those of the
+    first seed."""
     if isinstance(results, RobustnessSummary):
+        if seed_results:
+            raise ValueError('seed_results are folded into the results before they are '
+                             'aggregated: give the results, not a summary')
         summary = results
     else:
-        summary = aggregate(results, protocol=protocol, task=task, metric=metric,
+        folded, seeds = fold_seeds(results, seed_results or {}, corruption_seed, protocol,
+                                   task)
+        summary = aggregate(folded, protocol=protocol, task=task, metric=metric,
                             expected_severities=expected_severities,
                             seen_in_training=seen_in_training)
+        summary.corruption_seeds = seeds
     stats, stats_ok = {}, False
     if image_stats is not None:
         stats = {check_condition(c, summary.protocol): v for c, v in image_stats.items()}
-        summary.intervals = summary_intervals(summary, stats, **dict(intervals or {}))
+        summary.intervals = summary_intervals(summary, stats, **dict(intervals or {}),
+                                              seed_stats=seed_image_stats)
         stats_ok = all(stats.get(c) is not None for c in summary.conditions)
         stats = {c: stats[c] for c in summary.conditions} if stats_ok else {}
     os.makedirs(out_dir, exist_ok=True)
@@ -532,8 +570,13 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
         files = {check_condition(c, summary.protocol).key:
                  {'file': osp.relpath(osp.abspath(f), osp.abspath(out_dir)), 'sha256': sha}
                  for c, (f, sha) in image_files.items()}
+    seed_files = None
+    if seed_image_files:
+        seed_files = {c.tag: {'condition': c.key, 'seed': c.seed,
+                              'file': osp.relpath(osp.abspath(f), osp.abspath(out_dir)),
+                              'sha256': sha} for c, (f, sha) in seed_image_files.items()}
     report.files['results.json'] = write_results_json(path('results.json'), summary,
-                                                      provenance, files)
+                                                      provenance, files, seed_files)
     report.files['results.csv'] = write_results_csv(path('results.csv'), summary)
     if plots:
         report.files['severity_curves.png'] = plot_severity_curves(

@@ -472,6 +472,9 @@ class RobustnessSummary:
         intervals: None, or the bootstrap intervals of these numbers
             (:func:`~reobench_mm.analysis.intervals.summary_intervals`; a block saying why
             there are none when the records have no per-image statistics).
+        corruption_seeds: None, or, when random corruptions were evaluated with several
+            corruption seeds and their cells are the means over the seeds, the block of
+            :func:`~reobench_mm.analysis.corruption_seeds.fold_seeds`.
     """
     protocol: str
     task: Optional[str]
@@ -494,6 +497,7 @@ class RobustnessSummary:
     seen_in_training: Tuple[str, ...] = ()
     held_out: Optional[CategoryScores] = None
     intervals: Optional[Dict[str, Any]] = None
+    corruption_seeds: Optional[Dict[str, Any]] = None
 
     def category(self, name: str) -> str:
         """The category of corruption ``name``."""
@@ -542,6 +546,8 @@ class RobustnessSummary:
                 'held_out': None if self.held_out is None else self.held_out.to_dict()}
         if self.intervals is not None:
             data['intervals'] = self.intervals
+        if self.corruption_seeds is not None:
+            data['corruption_seeds'] = self.corruption_seeds
         return nan_to_null(data)
 
 

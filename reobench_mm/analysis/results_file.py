@@ -3,7 +3,10 @@
 A ``results.json`` (written by :func:`~reobench_mm.analysis.report.write_report`) holds
 ``{"format", "numbers", "provenance"}`` and, where the conditions kept per-image
 statistics, ``"image_stats"``: condition key -> the statistics file (relative to the
-results file) and its SHA-256, read by :meth:`ResultsFile.image_stats`. :func:`read_results` checks it and returns a
+results file) and its SHA-256, read by :meth:`ResultsFile.image_stats` (with the random
+corruptions evaluated with several corruption seeds, also ``"seed_image_stats"``: those of
+the further seeds, by condition tag, with their condition key and seed).
+:func:`read_results` checks it and returns a
 :class:`ResultsFile`: the :class:`~reobench_mm.analysis.results.RobustnessSummary`
 re-aggregated from the stored conditions (with the severities and training pool the file
 states), checked against the summary numbers the file holds, and the provenance. Tables,
@@ -20,6 +23,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import Condition
 from ..evaluation.functional.condition_stats import ImageStats, read_stats_file
+from ..evaluation.functional.seed_average import average_over_seeds
 from ..fileio import read_json
 from .results import ConditionResult, RobustnessSummary, aggregate, normalize_results
 
@@ -48,10 +52,23 @@ class ResultsFile:
     summary: RobustnessSummary
     provenance: Dict[str, Any] = field(default_factory=dict)
     image_files: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    seed_image_files: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    def _read_stats(self, entry: Mapping[str, Any], what: str) -> ImageStats:
+        folder = osp.dirname(osp.abspath(self.path))
+        try:
+            return read_stats_file(osp.join(folder, str(entry.get('file'))),
+                                   entry.get('sha256'))
+        except ValueError as error:
+            raise ValueError(f'{self.path} names per-image statistics of {what} that '
+                             f'cannot be used: {error}') from None
 
     def image_stats(self) -> Optional[Dict[Condition, ImageStats]]:
         """``condition -> per-image statistics`` of every condition, or None when some
-        condition has none (results written before they were kept).
+        condition has none (results written before they were kept). A condition
+        evaluated with several corruption seeds gets the mean over its seeds
+        (:func:`~reobench_mm.evaluation.functional.seed_average.average_over_seeds`), as
+        its cell is.
 
         Raises:
             ValueError: a statistics file the results name is missing, altered or not
@@ -59,16 +76,20 @@ class ResultsFile:
         """
         if any(c.key not in self.image_files for c in self.conditions):
             return None
-        folder = osp.dirname(osp.abspath(self.path))
+        seeds = (self.summary.corruption_seeds or {}).get('conditions') or {}
+        further: Dict[str, Dict[int, Mapping[str, Any]]] = {}
+        for entry in self.seed_image_files.values():
+            if isinstance(entry, Mapping):
+                further.setdefault(str(entry.get('condition')), {})[entry.get('seed')] = entry
         out = {}
         for condition in self.conditions:
-            entry = self.image_files[condition.key]
-            try:
-                out[condition] = read_stats_file(osp.join(folder, str(entry.get('file'))),
-                                                 entry.get('sha256'))
-            except ValueError as error:
-                raise ValueError(f'{self.path} names per-image statistics of '
-                                 f'{condition.key} that cannot be used: {error}') from None
+            stats = [self._read_stats(self.image_files[condition.key], condition.key)]
+            for seed in [int(s) for s in seeds.get(condition.key, {}).get('seeds', {})][1:]:
+                entry = further.get(condition.key, {}).get(seed)
+                if entry is None:
+                    return None
+                stats.append(self._read_stats(entry, f'{condition.key} (seed {seed})'))
+            out[condition] = average_over_seeds(stats)
         return out
 
     @property
@@ -152,7 +173,10 @@ def read_results(path: str) -> ResultsFile:
                          'records')
     if isinstance(numbers.get('intervals'), dict):
         summary.intervals = numbers['intervals']
+    if isinstance(numbers.get('corruption_seeds'), dict):
+        summary.corruption_seeds = numbers['corruption_seeds']
     provenance = doc.get('provenance')
-    files = doc.get('image_stats')
+    files, seed_files = doc.get('image_stats'), doc.get('seed_image_stats')
     return ResultsFile(path, summary, dict(provenance) if isinstance(provenance, Mapping)
-                       else {}, dict(files) if isinstance(files, Mapping) else {})
+                       else {}, dict(files) if isinstance(files, Mapping) else {},
+                       dict(seed_files) if isinstance(seed_files, Mapping) else {})

@@ -65,6 +65,11 @@ class RobustnessOptions:
     protocol: str = _option('reobench', "corruption protocol ('reobench' or "
                             "'geofm_calibration')", dict(choices=PROTOCOLS))
     seed: int = _option(0, 'seed of the corruption draws', dict(type=int))
+    corruption_seeds: int = _option(
+        1, 'evaluate every random corruption (noise, stripes, clouds, translations) with '
+        'this many corruption seeds (seed, seed + 1, ...): the report gives the mean over '
+        'the seeds, and the intervals resample the seeds as well as the images',
+        dict(type=int, metavar='S'))
     border: str = _option('reflect', "border of rotate/translate ('reflect' or 'constant')",
                           dict(choices=tuple(BORDER_MODES)))
     out_dir: Optional[str] = _option(
@@ -122,7 +127,7 @@ class RobustnessOptions:
                 raise SweepError(f'{item.name} must be True or False, got '
                                  f'{getattr(self, item.name)!r}')
         plan = SweepPlan.create(self.corruptions, self.severities, self.protocol, self.seed,
-                                self.border, self.shard)
+                                self.border, self.shard, self.corruption_seeds)
         set_ = object.__setattr__
         set_(self, 'corruptions', plan.corruptions)
         set_(self, 'severities', plan.severities)
@@ -209,7 +214,8 @@ class RobustnessOptions:
     @property
     def plan(self) -> SweepPlan:
         """The conditions these options select."""
-        return SweepPlan(self.corruptions, self.severities, self.clean, self.shard)
+        return SweepPlan(self.corruptions, self.severities, self.clean, self.shard,
+                         self.corruption_seeds)
 
     @property
     def clean(self) -> Condition:

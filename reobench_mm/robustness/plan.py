@@ -1,6 +1,12 @@
 """What a robustness sweep evaluates: the selection of corruptions and severities, the
 list of conditions (clean first) and its shards.
 
+With ``corruption_seeds=S > 1`` every random corruption (``get_corruption(name).stochastic``:
+noise, stripes, clouds, translations) is also evaluated at the seeds ``seed + 1 ..
+seed + S - 1`` (:attr:`SweepPlan.seed_conditions`, after the conditions of the first seed
+in :attr:`SweepPlan.all_conditions`); the report averages each such condition over its
+seeds.
+
 Conditions are :class:`~reobench_corruptions.condition.Condition`. A sharded sweep
 (``shard=(i, n)``) evaluates the conditions ``i, i + n, i + 2n, ...`` of the full list
 (:func:`shard_conditions`); the clean condition is the first, so it belongs to shard 0.
@@ -12,7 +18,7 @@ import os.path as osp
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from reobench_corruptions import GROUPS, PROTOCOLS, list_corruptions
+from reobench_corruptions import GROUPS, PROTOCOLS, get_corruption, list_corruptions
 from reobench_corruptions import resolve_corruptions as _resolve_names
 from reobench_corruptions.base import check_severity
 from reobench_corruptions.condition import CLEAN, Condition
@@ -20,8 +26,12 @@ from ..errors import SweepError
 
 __all__ = [
     'SweepPlan', 'select_corruptions', 'select_severities', 'sweep_conditions', 'parse_shard',
-    'shard_conditions', 'default_sweep_work_dir'
+    'shard_conditions', 'default_sweep_work_dir', 'check_corruption_seeds',
+    'MAX_CORRUPTION_SEEDS'
 ]
+
+#: The most corruption seeds a run evaluates each random corruption with.
+MAX_CORRUPTION_SEEDS = 100
 
 
 def select_corruptions(names: Optional[Sequence[str]], protocol: str = 'reobench') -> List[str]:
@@ -76,6 +86,15 @@ def sweep_conditions(corruptions: Sequence[str], severities: Sequence[int],
     return [clean] + [clean.with_corruption(c, s) for c in corruptions for s in severities]
 
 
+def check_corruption_seeds(count: Any) -> int:
+    """``count`` as the number of corruption seeds (1..:data:`MAX_CORRUPTION_SEEDS`)."""
+    if isinstance(count, bool) or not isinstance(count, int) or \
+            not 1 <= count <= MAX_CORRUPTION_SEEDS:
+        raise SweepError(f'corruption_seeds must be an integer in 1..{MAX_CORRUPTION_SEEDS} '
+                         f'(1: one draw of each random corruption), got {count!r}')
+    return count
+
+
 def parse_shard(shard: Union[None, str, Sequence[int]]) -> Optional[Tuple[int, int]]:
     """``'i/n'`` (or ``(i, n)``) -> ``(i, n)`` with ``0 <= i < n``; None stays None."""
     if shard is None:
@@ -108,7 +127,8 @@ def default_sweep_work_dir(config: str) -> str:
 @dataclass(frozen=True)
 class SweepPlan:
     """What a robustness run evaluates: the selected corruptions and severities, the clean
-    condition (whose seed, protocol and border every condition shares), the shard.
+    condition (whose seed, protocol and border every condition shares), the shard, and
+    how many corruption seeds each random corruption is evaluated with.
 
     Build it with :meth:`create`, which validates everything.
     """
@@ -116,18 +136,20 @@ class SweepPlan:
     severities: Tuple[int, ...]
     clean: Condition
     shard: Optional[Tuple[int, int]] = None
+    corruption_seeds: int = 1
 
     @classmethod
     def create(cls, corruptions: Union[None, str, Sequence[str]] = None,
                severities: Optional[Sequence[int]] = None, protocol: str = 'reobench',
                seed: int = 0, border: str = 'reflect',
-               shard: Union[None, str, Sequence[int]] = None) -> 'SweepPlan':
+               shard: Union[None, str, Sequence[int]] = None,
+               corruption_seeds: int = 1) -> 'SweepPlan':
         """Validate and expand a selection.
 
         Raises:
             SweepError: an unknown protocol, name or group, a severity outside 1..5, an
-                empty selection, a bad seed, border or shard (the message says what is
-                valid).
+                empty selection, a bad seed, border, shard or seed count (the message
+                says what is valid).
         """
         selected = select_corruptions(corruptions, protocol)
         chosen = select_severities(severities)
@@ -135,7 +157,8 @@ class SweepPlan:
             clean = Condition(seed=seed, protocol=protocol, border=border)
         except ValueError as error:
             raise SweepError(str(error)) from None
-        return cls(tuple(selected), tuple(chosen), clean, parse_shard(shard))
+        return cls(tuple(selected), tuple(chosen), clean, parse_shard(shard),
+                   check_corruption_seeds(corruption_seeds))
 
     @property
     def protocol(self) -> str:
@@ -150,9 +173,34 @@ class SweepPlan:
         return self.clean.border
 
     @property
+    def seeds(self) -> Tuple[int, ...]:
+        """The corruption seeds of the random corruptions: ``seed .. seed + S - 1``."""
+        return tuple(range(self.seed, self.seed + self.corruption_seeds))
+
+    @property
+    def random_corruptions(self) -> Tuple[str, ...]:
+        """The selected corruptions that draw random numbers."""
+        return tuple(n for n in self.corruptions
+                     if get_corruption(n, self.protocol).stochastic)
+
+    @property
+    def seed_conditions(self) -> List[Condition]:
+        """The random corruptions' conditions at the seeds after the first (corruption
+        by corruption, severity by severity, seed by seed; empty with one seed)."""
+        return [Condition(name, severity, seed, self.protocol, self.border)
+                for name in self.random_corruptions for severity in self.severities
+                for seed in self.seeds[1:]]
+
+    def is_extra_seed(self, condition: Condition) -> bool:
+        """Whether ``condition`` is one of :attr:`seed_conditions`."""
+        return condition.seed != self.seed
+
+    @property
     def all_conditions(self) -> List[Condition]:
-        """Clean first, then corruption by corruption, severity by severity."""
-        return sweep_conditions(self.corruptions, self.severities, self.clean)
+        """Clean first, then corruption by corruption, severity by severity; then the
+        :attr:`seed_conditions`."""
+        return sweep_conditions(self.corruptions, self.severities, self.clean) + \
+            self.seed_conditions
 
     @property
     def conditions(self) -> List[Condition]:

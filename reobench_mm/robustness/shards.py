@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..analysis.report import Report, write_report
 from ..analysis.results import ConditionResult, merge_results
-from reobench_corruptions.condition import Condition
+from reobench_corruptions.condition import CONDITION_FIELDS, Condition
 from ..engine.workdir import write_error
 from ..errors import SweepError
 from ..evaluation.keys import results_task
@@ -43,11 +43,13 @@ def write_shard_manifest(work_dir: str, shard: Tuple[int, int], *, task: str,
                          protocol: str, corruptions: Sequence[str],
                          severities: Sequence[int], condition_files: Mapping[str, str],
                          num_conditions: int, fingerprint: Mapping[str, Any],
-                         provenance: Mapping[str, Any]) -> str:
+                         provenance: Mapping[str, Any],
+                         seed_condition_files: Optional[Mapping[str, str]] = None) -> str:
     """Write the manifest of one shard (:func:`shard_manifest_path`): what it evaluated
-    (``condition_files``: condition key -> record file, relative to ``work_dir``) of how
-    many conditions in all, with the sweep's fingerprint and provenance; returns its
-    path.
+    (``condition_files``: condition key -> record file, relative to ``work_dir``;
+    ``seed_condition_files``: the same of the random corruptions' further corruption
+    seeds, by condition tag) of how many conditions in all, with the sweep's fingerprint
+    and provenance; returns its path.
 
     Raises:
         SweepError: the file cannot be written (:func:`write_error`).
@@ -58,8 +60,8 @@ def write_shard_manifest(work_dir: str, shard: Tuple[int, int], *, task: str,
         dump_json_atomic(dict(
             format=SHARD_FORMAT, shard=[index, count], task=task, protocol=protocol,
             corruptions=corruptions, severities=severities, conditions=condition_files,
-            num_conditions=num_conditions, fingerprint=fingerprint, provenance=provenance),
-            path)
+            seed_conditions=dict(seed_condition_files or {}), num_conditions=num_conditions,
+            fingerprint=fingerprint, provenance=provenance), path)
     except OSError as error:
         raise write_error(path, error) from None
     return path
@@ -119,6 +121,39 @@ def _gather_image_files(files: Mapping[Condition, Tuple[str, str]], out_dir: str
     return out
 
 
+def _shard_record(manifest: str, file: str, name: str, is_seed: bool, data: Mapping[str, Any],
+                  first: Mapping[str, Any]) -> Tuple[Any, Optional[Condition], Optional[str]]:
+    """``(record, condition, problem)`` of a record a manifest lists under ``name`` (a
+    condition key, or the tag of a further corruption seed's condition): checked as a
+    resumed sweep checks it, and against the manifest's fingerprint."""
+    if osp.islink(file):
+        raise SweepError(f'{manifest} lists {file}, a symbolic link: a shard\'s records '
+                         'must be its own files; run that shard again')
+    if not osp.isfile(file):
+        raise SweepError(f'{manifest} lists {file}, which does not exist')
+    record, problem = read_json(file)
+    condition = None
+    if problem is None and is_seed:
+        try:
+            condition = Condition.from_settings({k: record.get(k) for k in CONDITION_FIELDS})
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            problem = f'is not the record of a condition ({error})'
+        else:
+            if condition.tag != name:
+                problem = f'is the record of {condition.tag!r}, not {name!r}'
+    elif problem is None:
+        condition = Condition.from_key(name, first['protocol'])
+    if problem is None:
+        problem = record_identity_problem(record, condition.key)
+    if problem is None and record['fingerprint'] != data['fingerprint']:
+        parts = [part for part, _ in differing_parts(record['fingerprint'],
+                                                     data['fingerprint'])]
+        problem = f'was written for other inputs than its shard (differs in {parts})'
+    if problem is None:
+        problem = record_consistency_problem(record, {}, results_task(first['task']))
+    return record, condition, problem
+
+
 def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> Report:
     """Merge the outputs of the shards of one sweep (``shard_<i>-of-<n>.json`` and their
     condition files, in one or several work dirs) and write the report into ``out_dir``.
@@ -158,28 +193,19 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
     if missing:
         raise SweepError(f'shards {missing} of {count} have no manifest; run them first')
     partials, seen, records, stats, folders = [], set(), {}, {}, {}
+    further: Dict[Condition, dict] = {}
     for work_dir, path, data in manifests:
         if data['shard'][0] in seen:
             continue  # the same shard in two work dirs: take the first
         seen.add(data['shard'][0])
         partial = {}
-        for key, relative in data['conditions'].items():
+        entries = [(key, relative, False) for key, relative in data['conditions'].items()]
+        entries += [(tag, relative, True)
+                    for tag, relative in (data.get('seed_conditions') or {}).items()]
+        for name, relative, is_seed in entries:
             file = osp.join(work_dir, str(relative))
-            if osp.islink(file):
-                raise SweepError(f'{path} lists {file}, a symbolic link: a shard\'s records '
-                                 'must be its own files; run that shard again')
-            if not osp.isfile(file):
-                raise SweepError(f'{path} lists {file}, which does not exist')
-            record, problem = read_json(file)
-            if problem is None:
-                problem = record_identity_problem(record, key)
-            if problem is None and record['fingerprint'] != data['fingerprint']:
-                parts = [part for part, _ in differing_parts(record['fingerprint'],
-                                                             data['fingerprint'])]
-                problem = f'was written for other inputs than its shard (differs in {parts})'
-            if problem is None:
-                problem = record_consistency_problem(record, {}, results_task(first['task']))
-            condition = Condition.from_key(key, first['protocol'])
+            record, condition, problem = _shard_record(path, file, name, is_seed, data,
+                                                       first)
             if problem is None:
                 try:
                     stats[condition] = read_image_stats(record, osp.dirname(file))
@@ -188,23 +214,32 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
             if problem is not None:
                 raise SweepError(f'{file} {problem}; run shard {data["shard"][0]} again '
                                  '(it evaluates that condition again)')
-            partial[key] = ConditionResult.from_dict(record['result'])
-            records[condition] = record
+            if is_seed:
+                further[condition] = record
+            else:
+                partial[name] = ConditionResult.from_dict(record['result'])
+                records[condition] = record
             folders[condition] = osp.dirname(file)
         partials.append(partial)
     merged = merge_results(partials, protocol=first['protocol'], task=first['task'])
-    if len(merged) != first['num_conditions']:
-        raise SweepError(f'the shards hold {len(merged)} conditions, the sweep has '
-                         f'{first["num_conditions"]}')
+    if len(merged) + len(further) != first['num_conditions']:
+        raise SweepError(f'the shards hold {len(merged) + len(further)} conditions, the '
+                         f'sweep has {first["num_conditions"]}')
     extra = first['provenance'].get('extra') or {}
     files = _gather_image_files(image_files(records, folders.get), out_dir)
+    seed_files = _gather_image_files(image_files(further, folders.get), out_dir)
     try:
         return write_report(out_dir, merged, protocol=first['protocol'], task=first['task'],
                             expected_severities=first['severities'],
                             provenance=first['provenance'], plots=plots,
                             calibration_details=calibration_details(records),
                             seen_in_training=extra.get('seen_in_training'),
-                            image_stats=stats, intervals=extra.get('intervals'),
-                            image_files=files)
+                            image_stats={c: stats[c] for c in records},
+                            intervals=extra.get('intervals'), image_files=files,
+                            seed_results={c: ConditionResult.from_dict(r['result'])
+                                          for c, r in further.items()},
+                            corruption_seed=int(first['provenance'].get('seed') or 0),
+                            seed_image_stats={c: stats[c] for c in further},
+                            seed_image_files=seed_files)
     except OSError as error:
         raise write_error(error.filename or f'the report in {out_dir}', error) from None

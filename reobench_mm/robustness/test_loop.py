@@ -58,7 +58,8 @@ class SweepOutcome:
         work_dir: the output folder.
         conditions: the conditions of this run (the shard's, or all).
         evaluated: those evaluated now; ``skipped``: those found finished.
-        seconds: evaluation seconds per evaluated condition key.
+        seconds: evaluation seconds per evaluated condition tag (``cloud_s3``; a further
+            corruption seed's ``cloud_s3_seed1``).
         report_files: name -> path of the report files (empty for a shard).
         manifest: the shard manifest path (None without a shard).
         wall_seconds: wall time of the run.
@@ -110,7 +111,8 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
             ``InProcessDOTAMetric`` (same numbers, plus per-class values).
         **options: the options of :class:`~reobench_mm.robustness.options.RobustnessOptions`
             (``corruptions``, ``severities``, ``protocol``, ``seed``, ``border``,
-            ``out_dir``, ``shard``, ``force``, ``calibration``, ``temperature_scaling``,
+            ``corruption_seeds``, ``out_dir``, ``shard``, ``force``, ``calibration``,
+            ``temperature_scaling``,
             ``temperature_split``, ``temperature_split_seed``, ``temperature_on_test``,
             ``plots``, ``decode_cache_bytes``, ``strict_checkpoint``,
             ``seen_corruptions``, ``held_out_only``, ``bootstrap``, ``interval_level``,
@@ -359,7 +361,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                     else None
                 for number, condition in enumerate(todo, 1):
                     metrics, seconds = self._evaluate(condition)
-                    outcome.seconds[condition.key] = seconds
+                    outcome.seconds[condition.tag] = seconds
                     outcome.evaluated.append(condition)
                     if main:
                         record = self.store.write(condition, metrics, seconds,
@@ -421,18 +423,25 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
         """
         if records is None:
             records = self.load_records(self.plan.all_conditions)
+        plan = self.plan
+        first = {c: r for c, r in records.items() if not plan.is_extra_seed(c)}
+        further = {c: r for c, r in records.items() if plan.is_extra_seed(c)}
         try:
             return write_report(
                 self.work_dir,
-                {c: ConditionResult.from_dict(r['result']) for c, r in records.items()},
-                protocol=self.plan.protocol, task=self.task.results_name,
-                expected_severities=self.plan.severities, provenance=self.provenance(),
-                plots=self.options.plots, calibration_details=calibration_details(records),
+                {c: ConditionResult.from_dict(r['result']) for c, r in first.items()},
+                protocol=plan.protocol, task=self.task.results_name,
+                expected_severities=plan.severities, provenance=self.provenance(),
+                plots=self.options.plots, calibration_details=calibration_details(first),
                 seen_in_training=self.seen_in_training,
-                image_stats=self.store.image_stats(records),
+                image_stats=self.store.image_stats(first),
                 intervals=self.options.interval_settings,
-                image_files=self.store.image_files(records),
-                worst_case_panels=self._worst_case_panels)
+                image_files=self.store.image_files(first),
+                worst_case_panels=self._worst_case_panels,
+                seed_results={c: ConditionResult.from_dict(r['result'])
+                              for c, r in further.items()},
+                corruption_seed=plan.seed, seed_image_stats=self.store.image_stats(further),
+                seed_image_files=self.store.image_files(further))
         except OSError as error:
             raise write_error(error.filename or f'the report in {self.work_dir}',
                               error) from None
@@ -458,6 +467,9 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
         return write_shard_manifest(
             self.work_dir, plan.shard, task=self.task.results_name, protocol=plan.protocol,
             corruptions=plan.corruptions, severities=plan.severities,
-            condition_files={c.key: condition_record_name(c) for c in self.conditions},
+            condition_files={c.key: condition_record_name(c) for c in self.conditions
+                             if not plan.is_extra_seed(c)},
+            seed_condition_files={c.tag: condition_record_name(c) for c in self.conditions
+                                  if plan.is_extra_seed(c)},
             num_conditions=len(plan.all_conditions), fingerprint=self.fingerprint,
             provenance=self.provenance())

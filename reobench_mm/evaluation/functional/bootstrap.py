@@ -24,7 +24,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 __all__ = ['DEFAULT_RESAMPLES', 'DEFAULT_LEVEL', 'MIN_FINITE_FRACTION', 'resample_counts',
-           'percentile_interval', 'interval_or_none', 'check_level', 'check_resamples']
+           'resample_draws', 'percentile_interval', 'interval_or_none', 'check_level', 'check_resamples']
 
 #: Resamples of the intervals when none are given.
 DEFAULT_RESAMPLES = 1000
@@ -71,6 +71,22 @@ def resample_counts(num_images: int, resamples: int, seed: int) -> np.ndarray:
     offsets = np.arange(resamples, dtype=np.int64)[:, None] * num_images
     counts = np.bincount((draws + offsets).ravel(), minlength=resamples * num_images)
     return counts.reshape(resamples, num_images).astype(np.int32)
+
+
+def resample_draws(count: int, resamples: int, seed: int) -> np.ndarray:
+    """``(resamples, count)`` int64 indices in ``0..count-1``: row ``b`` is a draw with
+    replacement of ``count`` items (the corruption seeds of a condition,
+    :mod:`~reobench_mm.evaluation.functional.seed_average`) for resample ``b``.
+
+    The draws come from ``numpy.random.default_rng((seed, 1, count))``: a stream of its own,
+    independent of the image counts of :func:`resample_counts` with the same seed, and the
+    same on every machine, process count and shard split.
+    """
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f'count must be an integer >= 1, got {count!r}')
+    resamples = check_resamples(resamples)
+    rng = np.random.default_rng((int(seed), 1, int(count)))
+    return rng.integers(0, count, size=(resamples, count), dtype=np.int64)
 
 
 def percentile_interval(replicates: np.ndarray, level: float = DEFAULT_LEVEL,
