@@ -1,0 +1,124 @@
+"""``ClassMappedDataset``: a test set of another label set, seen in the model's classes.
+
+A wrapper in the manner of MMEngine's (``ClassBalancedDataset``, ``RepeatDataset``)::
+
+    test_dataloader = dict(dataset=dict(
+        type='reobench_mm.ClassMappedDataset',
+        classes=('small-vehicle', 'large-vehicle', 'plane', ...),   # the model's
+        mapping={'vehicle': 'small-vehicle', 'airplane': 'plane', 'windmill': None, ...},
+        dataset=dict(type='DIORRDataset', ...)))                    # the test set
+
+It builds the inner dataset, checks the map from the inner dataset's classes (its
+``metainfo['classes']``) onto ``classes``
+(:class:`~reobench_mm.datasets.class_map.ClassMap`: every class mapped or ignored, no
+disagreeing or unknown names), inserts
+:class:`~reobench_mm.transforms.class_map.MapClasses` after the inner pipeline's
+annotation-loading step, and presents the target classes as its ``metainfo``, so the
+evaluator (``IoUMetric``, ``DOTAMetric``) counts the model's classes.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+from mmengine.dataset import BaseDataset
+
+from ..registry import DATASETS
+from ..transforms.class_map import MapClasses
+from .class_map import ClassMap, MappingLike
+from .wrapping import build_inner_dataset
+
+__all__ = ['ClassMappedDataset']
+
+
+def _annotation_step(transforms: List[Any]) -> int:
+    """The index of the last annotation-loading step of a pipeline."""
+    found = [i for i, t in enumerate(transforms) if 'LoadAnnotations' in type(t).__name__]
+    if not found:
+        names = [type(t).__name__ for t in transforms]
+        raise ValueError(f'the pipeline of the mapped dataset has no LoadAnnotations step '
+                         f'({names}): there are no labels to map')
+    return found[-1]
+
+
+def _target_palette(class_map: ClassMap, palette: Optional[Sequence[Any]],
+                    source_palette: Optional[Sequence[Any]]) -> List[List[int]]:
+    """The given palette, else per target class the colour of the first source class
+    mapped onto it (or a fixed colour of its index)."""
+    targets = class_map.target_classes
+    if palette is not None:
+        if len(palette) != len(targets):
+            raise ValueError(f'palette has {len(palette)} colours for {len(targets)} classes')
+        return [list(map(int, c)) for c in palette]
+    out = []
+    for index in range(len(targets)):
+        sources = [i for i, t in enumerate(class_map.targets) if t == index]
+        if sources and source_palette is not None and len(source_palette) > sources[0]:
+            out.append(list(map(int, source_palette[sources[0]])))
+        else:
+            out.append(np.random.default_rng(index).integers(0, 256, 3).tolist())
+    return out
+
+
+@DATASETS.register_module()
+class ClassMappedDataset:
+    """The inner dataset with its labels mapped onto ``classes`` (see the module
+    docstring).
+
+    Args:
+        dataset: the test set, or its config.
+        classes: the model's classes (the dataset's ``metainfo['classes']``).
+        mapping: ``{inner class: class of classes or None}`` (or pairs); every inner
+            class must appear.
+        palette: colours of ``classes`` (default: those of the first inner class mapped
+            onto each).
+        ignore_index: the label maps' ignore value.
+
+    Raises:
+        ValueError: a bad map (each refusal names the class), or a pipeline without an
+            annotation-loading step.
+    """
+
+    def __init__(self, dataset: Union[BaseDataset, dict], classes: Sequence[str],
+                 mapping: MappingLike, palette: Optional[Sequence[Any]] = None,
+                 ignore_index: int = 255) -> None:
+        self.dataset = build_inner_dataset(dataset)
+        inner = self.dataset.metainfo
+        if 'classes' not in inner:
+            raise ValueError(f'{type(self.dataset).__name__} has no classes in its metainfo '
+                             'to map from')
+        self.class_map = ClassMap.create(tuple(inner['classes']), tuple(classes), mapping)
+        transforms = getattr(getattr(self.dataset, 'pipeline', None), 'transforms', None)
+        if not isinstance(transforms, list):
+            raise ValueError(f'{type(self.dataset).__name__} has no pipeline to map the '
+                             'labels in')
+        self.step = MapClasses.from_map(self.class_map, ignore_index)
+        transforms.insert(_annotation_step(transforms) + 1, self.step)
+        metainfo: Dict[str, Any] = copy.deepcopy(dict(inner))
+        metainfo['classes'] = self.class_map.target_classes
+        metainfo['palette'] = _target_palette(self.class_map, palette, inner.get('palette'))
+        metainfo['class_map'] = self.class_map.as_dict()
+        self._metainfo = metainfo
+
+    @property
+    def metainfo(self) -> dict:
+        """The inner dataset's meta information with the target classes and palette
+        (a copy), and the map (``class_map``)."""
+        return copy.deepcopy(self._metainfo)
+
+    def full_init(self) -> None:
+        self.dataset.full_init()
+
+    def get_data_info(self, idx: int) -> dict:
+        return self.dataset.get_data_info(idx)
+
+    def __getitem__(self, idx: int) -> Any:
+        return self.dataset[idx]
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __repr__(self) -> str:
+        return (f'{type(self).__name__}({"; ".join(self.class_map.describe())}, '
+                f'dataset={type(self.dataset).__name__})')
