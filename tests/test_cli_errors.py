@@ -52,6 +52,7 @@ def _bad_inputs(tmp):
         'tools/analysis_tools/robustness_compare.py': ([null_results, null_results],
                                                        'null'),
         'tools/analysis_tools/robustness_table.py': ([null_results], 'null'),
+        'tools/analysis_tools/shift_analysis.py': ([osp.join(tmp, 'pairs.csv')], 'null'),
         'tools/analysis_tools/visualize_corruptions.py': ([missing + '.png'], 'missing.png'),
         'tools/dataset_converters/dior_r.py': ([missing], 'missing'),
         'tools/dataset_converters/potsdam.py': ([missing], 'missing'),
@@ -84,6 +85,9 @@ def _write_inputs(tmp):
     doc['numbers']['conditions'][1]['value'] = None
     with open(path, 'w', encoding='utf-8') as handle:
         json.dump(doc, handle)
+    with open(osp.join(tmp, 'pairs.csv'), 'w') as handle:
+        handle.write('model,group,dataset,shift_type,id_results,ood_results\n'
+                     'a,,x->y,geographic,null/results.json,null/results.json\n')
 
 
 def test_every_tool_is_covered():

@@ -59,7 +59,7 @@ from .model_set import ModelSet, load_model_set, load_shift_values
 from .paired import DEFAULT_PERMUTATIONS
 from .paired_models import (DEFAULT_ALPHA, PairedModels, flips_csv_rows, paired_csv_rows,
                             paired_markdown, paired_models)
-from .plotting import plot_effective_robustness, plot_kendall_tau_vs_severity
+from .model_plots import plot_effective_robustness, plot_kendall_tau_vs_severity
 from .rank_stability import RankStability, TauRow, rank_stability
 from .results import AVG, SHIFT
 from .tables import column_title, fmt_number, markdown_table

@@ -8,7 +8,10 @@ that set's clean metric (fit ``'shift'``, models paired by name). A model's effe
 robustness is ``OOD - predicted OOD`` (metric points; positive = more robust than its
 clean accuracy predicts). Uncertainty comes from a bootstrap over models (resampled with
 replacement; resamples whose ID values are all equal are skipped): a percentile band of
-the fitted line on a grid and a percentile interval per model residual.
+the fitted line on a grid and a percentile interval per model residual. When a fit pools
+several points per model (one per dataset: the fits per shift type of
+:mod:`~reobench_mm.analysis.shifts`), the models are resampled as clusters: a drawn
+model brings all its points.
 
 ``space='linear'`` (default) fits the raw 0-100 values, as the study plots them.
 ``space='logit'`` fits ``logit(v / 100)`` on both axes (values clipped to
@@ -126,10 +129,43 @@ class EffectiveRobustnessFit:
                            self.space)
 
 
+def _bootstrap_lines(x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: Optional[int],
+                     clusters: Optional[Sequence[str]]) -> Tuple[np.ndarray, np.ndarray]:
+    """``(slopes, intercepts)`` of the least-squares lines of the usable resamples (of
+    the points, or of the clusters of points with all their points)."""
+    rng = np.random.default_rng(seed)
+    if clusters is None:
+        index = rng.integers(0, x.size, size=(n_bootstrap, x.size))
+        index = index[np.ptp(x[index], axis=1) > 0]  # skip resamples with one ID value
+        xb, yb = x[index], y[index]
+        xc = xb - xb.mean(axis=1, keepdims=True)
+        yc = yb - yb.mean(axis=1, keepdims=True)
+        slopes = (xc * yc).sum(axis=1) / (xc * xc).sum(axis=1)
+        return slopes, yb.mean(axis=1) - slopes * xb.mean(axis=1)
+    labels = list(clusters)
+    if len(labels) != x.size:
+        raise ValueError(f'{len(labels)} clusters for {x.size} points')
+    names = list(dict.fromkeys(labels))
+    members = [np.flatnonzero(np.asarray(labels, dtype=object) == n) for n in names]
+    slopes, intercepts = [], []
+    # resamples of different sizes: one small least-squares line each
+    for row in rng.integers(0, len(names), size=(n_bootstrap, len(names))):
+        index = np.concatenate([members[k] for k in row])
+        xb, yb = x[index], y[index]
+        if np.ptp(xb) == 0:
+            continue
+        xc, yc = xb - xb.mean(), yb - yb.mean()
+        slope = float((xc * yc).sum() / (xc * xc).sum())
+        slopes.append(slope)
+        intercepts.append(float(yb.mean() - slope * xb.mean()))
+    return np.asarray(slopes), np.asarray(intercepts)
+
+
 def effective_robustness_fit(id_values: Sequence[float], ood_values: Sequence[float], *,
                              models: Sequence[str], name: str, space: str = 'linear',
                              n_bootstrap: int = 1000, seed: Optional[int] = 0,
-                             confidence: float = 0.95, grid_size: int = 50
+                             confidence: float = 0.95, grid_size: int = 50,
+                             clusters: Optional[Sequence[str]] = None
                              ) -> EffectiveRobustnessFit:
     """Fit ``OOD = a * ID + b`` across models and bootstrap it.
 
@@ -143,6 +179,9 @@ def effective_robustness_fit(id_values: Sequence[float], ood_values: Sequence[fl
         seed: seed of :func:`numpy.random.default_rng` (same seed -> same result).
         confidence: coverage of the percentile band and intervals.
         grid_size: points of the ID grid spanning the models' ID range.
+        clusters: one label per point (its model, when a model has several points):
+            the bootstrap resamples the labels, each with all its points (default: every
+            point on its own).
     """
     check_space(space)
     if not 0.0 < confidence < 1.0:
@@ -164,16 +203,9 @@ def effective_robustness_fit(id_values: Sequence[float], ood_values: Sequence[fl
     band_low = band_high = residual_low = residual_high = None
     n_valid = 0
     if n_bootstrap:
-        rng = np.random.default_rng(seed)
-        index = rng.integers(0, x.size, size=(n_bootstrap, x.size))
-        index = index[np.ptp(x[index], axis=1) > 0]  # skip resamples with one ID value
-        n_valid = len(index)
+        slopes, intercepts = _bootstrap_lines(x, y, n_bootstrap, seed, clusters)
+        n_valid = len(slopes)
         if n_valid:
-            xb, yb = x[index], y[index]
-            xc = xb - xb.mean(axis=1, keepdims=True)
-            yc = yb - yb.mean(axis=1, keepdims=True)
-            slopes = (xc * yc).sum(axis=1) / (xc * xc).sum(axis=1)
-            intercepts = yb.mean(axis=1) - slopes * xb.mean(axis=1)
             percentiles = [50.0 * (1.0 - confidence), 50.0 * (1.0 + confidence)]
             lines = _from_space(slopes[:, None] * grid_space[None] + intercepts[:, None],
                                 space)

@@ -4,8 +4,8 @@ atomically (:func:`atomic_savefig`).
 - one model's report (:func:`~reobench_mm.analysis.report.write_report`): the metric
   against severity, the drop by corruption, ECE against severity, reliability diagrams
   (:func:`plot_reliability_diagrams`) and risk-coverage curves;
-- several models (:mod:`~reobench_mm.analysis.compare`): Kendall τ against severity and
-  the effective-robustness fits;
+- several models: :mod:`~reobench_mm.analysis.model_plots` (Kendall τ against severity,
+  the effective-robustness fits, OOD against ID per shift type), with these helpers;
 - the data-budget report (:mod:`~reobench_mm.analysis.data_budget`) and the
   representation drift (:mod:`~reobench_mm.robustness.drift`).
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -25,19 +25,14 @@ from reobench_corruptions.condition import Condition
 from ..evaluation.keys import CALIBRATION_PREFIX, CALIBRATION_PREFIXES, ECE, ECE_KEY, metric_key
 from ..fileio import atomic_write_bytes
 from .intervals import available_intervals
-from .results import AVG, SHIFT, RobustnessSummary, check_condition
-from .tables import column_title
+from .results import RobustnessSummary, check_condition
 
-if TYPE_CHECKING:  # annotations only: these modules import scipy, the plugin line must not
-    from .effective_robustness import EffectiveRobustnessFit
-    from .model_set import ModelSet
-    from .rank_stability import RankStability
 
 __all__ = [
     'FIGURE_LAYOUT', 'agg_pyplot', 'atomic_savefig', 'wrap_to_width', 'plot_severity_curves',
     'plot_drop_by_corruption', 'plot_ece_vs_severity', 'plot_reliability_by_condition',
-    'plot_risk_coverage', 'plot_reliability_diagrams', 'plot_kendall_tau_vs_severity',
-    'plot_effective_robustness', 'plot_data_budget', 'plot_representation_drift'
+    'plot_risk_coverage', 'plot_reliability_diagrams', 'plot_data_budget',
+    'plot_representation_drift'
 ]
 
 _CATEGORY_COLOURS = {'environmental': '#4c9be8', 'sensor': '#e8894c', 'geometric': '#5cb85c'}
@@ -375,119 +370,6 @@ def plot_reliability_diagrams(panels: Mapping[str, dict], path: str, title: str 
                        frameon=False)
         if title:
             fig.suptitle(wrap_to_width(title, fig.get_figwidth() - 0.2, 11), fontsize=11)
-        return atomic_savefig(fig, path)
-    finally:
-        plt.close(fig)
-
-
-# ----------------------------------------------------------------------------------
-# Several models
-# ----------------------------------------------------------------------------------
-def plot_kendall_tau_vs_severity(rank: RankStability, model_set: ModelSet, path: str) -> str:
-    """``kendall_tau_vs_severity.png``: τ against severity, one panel per measure,
-    one faint line per corruption and the mean over corruptions in bold."""
-    plt = agg_pyplot()
-    ms = model_set
-    fig, axes = plt.subplots(1, len(rank.measures), figsize=(4.8 * len(rank.measures) + 2, 4),
-                             squeeze=False, sharey=True, layout=FIGURE_LAYOUT)
-    try:
-        cmap = plt.get_cmap('tab10')
-        for ax, (measure, st) in zip(axes[0], rank.measures.items()):
-            for i, corruption in enumerate(ms.corruptions):
-                rows = [r for r in st.conditions if r.corruption == corruption]
-                ax.plot([r.severity for r in rows], [r.tau for r in rows], marker='o',
-                        markersize=3, linewidth=1, alpha=0.4, color=cmap(i % 10),
-                        linestyle='-' if i < 10 else '--', label=corruption)
-            means = [(s, v) for s, v in st.mean_tau_per_severity.items() if v is not None]
-            ax.plot([s for s, _ in means], [v for _, v in means], color='black',
-                    linewidth=2.5, marker='o', label='mean')
-            ax.axhline(1.0, color='grey', linestyle=':', linewidth=0.8)
-            ax.set_ylim(-1.05, 1.05)
-            ax.set_xticks(ms.severities)
-            ax.set_xlabel('severity')
-            ax.set_title(wrap_to_width(f'Rank stability: {measure} ({len(ms.models)} models)',
-                                       4.4, 11), fontsize=11)
-            ax.grid(True, alpha=0.3)
-        axes[0][0].set_ylabel('Kendall τ-b vs clean ranking')
-        axes[0][-1].legend(loc='center left', bbox_to_anchor=(1.01, 0.5), fontsize=7,
-                           frameon=False)
-        return atomic_savefig(fig, path)
-    finally:
-        plt.close(fig)
-
-
-def _model_styles(count: int) -> List[Tuple[Any, str]]:
-    """``(colour, marker)`` per model: distinct for up to 120 models (20 colours x 6
-    markers), then repeating."""
-    from matplotlib import colormaps
-    colours = colormaps['tab10'].colors if count <= 10 else colormaps['tab20'].colors
-    markers = 'osD^vP'
-    return [(colours[i % len(colours)], markers[(i // len(colours)) % len(markers)])
-            for i in range(count)]
-
-
-def plot_effective_robustness(fits: Mapping[str, EffectiveRobustnessFit], model_set: ModelSet,
-                              path: str, max_columns: int = 4) -> str:
-    """``effective_robustness.png``: one panel per fit (a grid): models as points (ID
-    vs OOD; one colour and marker per model, named in the legend), the fitted line,
-    its bootstrap band and ``y = x``."""
-    plt = agg_pyplot()
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-    fits = list(fits.values())
-    metric = model_set.metric
-    models = list(model_set.models)
-    styles = dict(zip(models, _model_styles(len(models))))
-    n_columns = min(max_columns, len(fits))
-    n_rows = int(math.ceil(len(fits) / n_columns))
-    n_entries = len(models) + 3
-    # the legend goes into an empty cell of the grid when there is one and it fits
-    legend_in_grid = n_rows * n_columns > len(fits) and n_entries <= 20
-    fig, axes = plt.subplots(n_rows, n_columns,
-                             figsize=(3.6 * n_columns + (0 if legend_in_grid else 2.5),
-                                      3.4 * n_rows), squeeze=False, layout=FIGURE_LAYOUT)
-    try:
-        for ax, fit in zip(axes.flat, fits):
-            if fit.band_low is not None:
-                ax.fill_between(fit.grid, fit.band_low, fit.band_high, color='tab:blue',
-                                alpha=0.2, linewidth=0)
-            ax.plot(fit.grid, fit.line, color='tab:blue', linewidth=1.5)
-            for model, x, y in zip(fit.models, fit.id_values, fit.ood_values):
-                colour, marker = styles.get(model, ('tab:red', 'o'))
-                ax.scatter([x], [y], color=colour, marker=marker, s=22, zorder=3,
-                           edgecolors='black', linewidths=0.3)
-            low = min(fit.id_values.min(), fit.ood_values.min())
-            high = max(fit.id_values.max(), fit.ood_values.max())
-            ax.plot([low, high], [low, high], color='grey', linestyle=':', linewidth=0.8)
-            title = {AVG: 'Avg over corruptions', SHIFT: 'shifted dataset'}.get(
-                fit.name, column_title(fit.name))
-            ax.set_title(wrap_to_width(title, 3.2, 9) +
-                         f'\na = {fit.slope:.2f}, b = {fit.intercept:.2f}', fontsize=9)
-            ax.set_xlabel(f'ID: clean {metric}', fontsize=9)
-            ax.set_ylabel(f'OOD {metric}', fontsize=9)
-            ax.tick_params(labelsize=8)
-            ax.grid(True, alpha=0.3)
-        for ax in list(axes.flat)[len(fits):]:
-            ax.set_visible(False)
-        first = fits[0]
-        handles = [Line2D([], [], color='tab:blue', linewidth=1.5, label=f'fit ({first.space})')]
-        if any(fit.band_low is not None for fit in fits):
-            handles.append(Patch(color='tab:blue', alpha=0.2,
-                                 label=f'{100 * first.confidence:g}% bootstrap band'))
-        handles.append(Line2D([], [], color='grey', linestyle=':', linewidth=0.8,
-                              label='y = x'))
-        handles += [Line2D([], [], color=styles[m][0], marker=styles[m][1], linestyle='',
-                           markeredgecolor='black', markeredgewidth=0.3,
-                           label=wrap_to_width(m, 2.2, 7)) for m in models]
-        if legend_in_grid:
-            spare = axes.flat[len(fits)]
-            spare.set_visible(True)
-            spare.axis('off')
-            spare.legend(handles=handles, loc='center', fontsize=7, frameon=False)
-        else:
-            columns = 1 + (len(handles) - 1) // 40  # a long model list flows into columns
-            fig.legend(handles=handles, loc='outside right upper', fontsize=7, frameon=False,
-                       ncols=columns)
         return atomic_savefig(fig, path)
     finally:
         plt.close(fig)
