@@ -240,7 +240,8 @@ def _seeds_text(intervals: Mapping[str, Any]) -> str:
     seeds = intervals.get('corruption_seeds')
     if not seeds:
         return "they do not include the corruptions' own randomness (one corruption seed)."
-    return (f'each resample also draws the corruption seeds ({", ".join(map(str, seeds["seeds"]))}) '
+    listed = ', '.join(map(str, seeds['seeds']))
+    return (f'each resample also draws the corruption seeds ({listed}) '
             'of the random corruptions with replacement, so the intervals of their cells '
             f'and means ({", ".join(seeds["corruptions"])}) and of every number that '
             'averages them (Avg, ΔTP, mPC, rPC, their categories, the calibration means) '

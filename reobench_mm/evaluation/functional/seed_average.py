@@ -3,7 +3,8 @@ seeds, on any image resample, with or without resampling the seeds too.
 
 A random corruption (noise, clouds, stripes, shifts) draws other pixels with another
 seed, so one condition evaluated with seeds ``s_1..s_S`` has ``S`` sets of per-image
-statistics of the same images (:class:`~reobench_mm.evaluation.functional.condition_stats.ImageStats`).
+statistics of the same images
+(:class:`~reobench_mm.evaluation.functional.condition_stats.ImageStats`).
 Its number is the mean of the ``S`` per-seed metrics (each computed over all images, as
 the metric computes it), and on an image resample the mean of the ``S`` metrics on that
 resample. With ``draws`` (``(B, S)`` seed indices, one draw with replacement per
