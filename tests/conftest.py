@@ -22,6 +22,21 @@ def pytest_configure(config):
     config.addinivalue_line('markers', 'slow: end-to-end runs (seconds to minutes); run in CI')
 
 
+@pytest.fixture(autouse=True)
+def _loggers_on_open_streams():
+    """Drop the stream handlers of MMEngine's loggers whose streams are closed: a tool
+    run in process under ``capsys`` leaves its logger writing to that test's captured
+    stream, and a later test that logs (building a model) would print logging errors."""
+    import sys
+    if 'mmengine.logging' in sys.modules:
+        from mmengine.logging import MMLogger
+        for logger in list(MMLogger._instance_dict.values()):
+            for handler in list(logger.handlers):
+                if getattr(getattr(handler, 'stream', None), 'closed', False):
+                    logger.removeHandler(handler)
+    yield
+
+
 @pytest.fixture(scope='session')
 def demo_data(tmp_path_factory) -> str:
     """A small copy of the demo data: 6 training and 3 test images per dataset."""
