@@ -8,6 +8,7 @@ import pytest
 from mmengine.config import Config
 
 from reobench_mm.datasets.synthetic import make_demo_data
+from reobench_mm.datasets.synthetic_shift import write_shifted_demo_data
 from reobench_mm.engine import rescale_iter_schedule
 
 PROJECT_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -39,9 +40,11 @@ def _loggers_on_open_streams():
 
 @pytest.fixture(scope='session')
 def demo_data(tmp_path_factory) -> str:
-    """A small copy of the demo data: 6 training and 3 test images per dataset."""
+    """A small copy of the demo data: 6 training and 3 test images per dataset, and 3
+    test images of each shifted set."""
     root = str(tmp_path_factory.mktemp('demo_data'))
     make_demo_data(root, seed=0, num_train=6, num_test=3, size=256)
+    write_shifted_demo_data(root, seed=0, num_test=3, size=256)
     return root
 
 

@@ -244,7 +244,7 @@ def test_a_linked_record_is_not_reused_nor_written_through(tmp_path):
     os.symlink(target, tmp_path / 'conditions' / 'clean.json')
     plan = SweepPlan.create(['cloud'], [1])
     store = ConditionStore(str(tmp_path), plan.condition, get_task('segmentation'), False,
-                           lambda: {'seed': 0})
+                           lambda condition: {'seed': 0})
     assert 'is a symbolic link' in store.reuse_problem(plan.clean)
     store.write(plan.clean, {'mIoU': 50.0, 'aAcc': 80.0, 'mAcc': 60.0}, 1.0)
     assert not osp.islink(tmp_path / 'conditions' / 'clean.json')

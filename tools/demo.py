@@ -5,9 +5,12 @@ the synthetic Potsdam tiles and the tiny Oriented R-CNN on the synthetic DIOR-R 
 (each reused when its checkpoint exists), then run the robustness sweep for each: clean
 and every corruption × severity (default: the 12 REOBench corruptions × 5 severities),
 with per-class scores and calibration (for segmentation also with a temperature fitted
-on the clean pixels of 2 held-out test images, which are then not evaluated). Prints the
-paper-layout table of each task and the path of its ``report.md``. A rerun reuses the
-models and the finished conditions.
+on the clean pixels of 2 held-out test images, which are then not evaluated) and one real
+shift: a shifted test set of each task (near-infrared/red/green at twice the ground
+sampling distance for the tiles, an arid palette at twice the distance for the scenes)
+evaluated as a condition of the same sweep. Prints the paper-layout table and the
+ID -> OOD rows of each task and the path of its ``report.md``. A rerun reuses the models
+and the finished conditions.
 
     python tools/demo.py [--data-root data/demo] [--work-dir work_dirs/demo]
                          [--iters N] [--det-iters N] [--corruptions NAME|GROUP ...]
@@ -29,6 +32,8 @@ from reobench_mm.analysis.results_file import read_results
 from reobench_mm.analysis.tables import paper_table_lines
 from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
                                             tree_digest)
+from reobench_mm.datasets.synthetic_shift import (SHIFTED_DATA_VERSION, SHIFTED_SETS,
+                                                  write_shifted_demo_data)
 from reobench_mm.engine import rescale_iter_schedule
 from reobench_mm.evaluation.keys import ROTATED_DETECTION, SEGMENTATION, get_task
 from reobench_mm.robustness.plan import select_corruptions, select_severities
@@ -81,7 +86,8 @@ def ensure_demo_data(root: str, seed: int) -> bool:
         True if the data was (re)generated.
     """
     stamp = osp.join(root, 'digest.json')
-    wanted = {'seed': seed, 'version': SYNTHETIC_DATA_VERSION}
+    wanted = {'seed': seed, 'version': SYNTHETIC_DATA_VERSION,
+              'shifted_version': SHIFTED_DATA_VERSION}
     if osp.isfile(stamp):
         with open(stamp) as f:
             recorded = json.load(f)
@@ -92,6 +98,7 @@ def ensure_demo_data(root: str, seed: int) -> bool:
     start = time.time()
     print(f'[demo] data: generating synthetic Potsdam and DIOR-R scenes in {root} ...')
     counts = make_demo_data(root, seed=seed)
+    counts.update(write_shifted_demo_data(root, seed=seed))
     with open(stamp, 'w') as f:
         json.dump(dict(wanted, digest=_digest(root)), f)
     print(f'[demo] data: {counts} in {time.time() - start:.1f}s')
@@ -99,7 +106,8 @@ def ensure_demo_data(root: str, seed: int) -> bool:
 
 
 def _digest(root: str) -> str:
-    return '|'.join(tree_digest(osp.join(root, name)) for name in ('potsdam', 'dior'))
+    return '|'.join(tree_digest(osp.join(root, name))
+                    for name in ('potsdam', 'dior', *SHIFTED_SETS))
 
 
 class DemoTask(NamedTuple):
@@ -107,6 +115,8 @@ class DemoTask(NamedTuple):
     config: str
     data_subdir: str  # under --data-root
     work_subdir: str  # under --work-dir
+    shift_subdir: str  # the shifted test set, under --data-root
+    shift_type: str
 
     @property
     def name(self) -> str:
@@ -118,8 +128,8 @@ class DemoTask(NamedTuple):
 DEMO_TEMPERATURE_SPLIT = 2
 
 TASKS = (
-    DemoTask(SEGMENTATION, SEG_CONFIG, 'potsdam', 'seg'),
-    DemoTask(ROTATED_DETECTION, DET_CONFIG, 'dior', 'det'),
+    DemoTask(SEGMENTATION, SEG_CONFIG, 'potsdam', 'seg', 'potsdam_shifted', 'sensor'),
+    DemoTask(ROTATED_DETECTION, DET_CONFIG, 'dior', 'det', 'dior_shifted', 'scale'),
 )
 
 
@@ -158,18 +168,26 @@ def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> st
     # split of it, which is then not evaluated
     scaled = calibration and task.task == SEGMENTATION
 
+    # the shifted set: the test dataset of the config at another data root (its pipeline
+    # is the test pipeline)
+    shift_set = Config.fromfile(task.config).test_dataloader.dataset.to_dict()
+    shift_set.pop('pipeline')
+    shift_set['data_root'] = osp.join(args.data_root, task.shift_subdir)
+    shifts = {task.shift_subdir: dict(shift_type=task.shift_type, dataset=shift_set)}
+
     def make_sweep(force: bool) -> RobustnessSweep:
         return RobustnessSweep(
             task.config, checkpoint, corruptions=args.corruptions, severities=args.severities,
             seed=args.seed, work_dir=osp.join(args.work_dir, task.work_subdir, 'robustness'),
             cfg_options=options, force=force, calibration=calibration,
             temperature_scaling=scaled,
-            temperature_split=DEMO_TEMPERATURE_SPLIT if scaled else None)
+            temperature_split=DEMO_TEMPERATURE_SPLIT if scaled else None, shifts=shifts)
 
     sweep = make_sweep(force=trained)
     count = len(sweep.conditions)
     print(f'[demo] {task.name}: robustness sweep over {count} conditions (clean + '
-          f'{len(args.corruptions)} corruptions x {len(args.severities)} severities)')
+          f'{len(args.corruptions)} corruptions x {len(args.severities)} severities + '
+          f'the shifted test set {task.shift_subdir})')
     sys.stdout.flush()
     try:
         outcome = sweep.run()
@@ -180,6 +198,20 @@ def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> st
     print(f'[demo] {task.name}: {len(outcome.evaluated)} conditions evaluated, '
           f'{len(outcome.skipped)} reused, {outcome.wall_seconds:.0f}s')
     return outcome.report_files['results.json']
+
+
+def shift_rows(block) -> list:
+    """The ID -> OOD rows of a results file's shift sets."""
+    if not block:
+        return []
+    metric, out = block['metric'], []
+    for row in block['sets']:
+        interval = row.get('drop_ci')
+        bounds = f' [{interval[0]:.2f}, {interval[1]:.2f}]' if interval else ''
+        out.append(f'ID -> OOD {row["name"]} ({row["shift_type"]}): {metric} '
+                   f'{row["id"]:.2f} -> {row["ood"]:.2f}, drop {row["drop"]:.2f}{bounds} '
+                   f'({100 * row["relative_drop"]:.1f} %)')
+    return out
 
 
 def main() -> None:
@@ -198,7 +230,10 @@ def main() -> None:
           'ECE row: clean, per corruption, Avg, Avg - Clean):')
     for name, results_json in reports.items():
         print(f'\n  {name}:')
-        for line in paper_table_lines(read_results(results_json).summary):
+        summary = read_results(results_json).summary
+        for line in paper_table_lines(summary):
+            print('    ' + line)
+        for line in shift_rows(summary.shifts):
             print('    ' + line)
         print(f"    report: {osp.join(osp.dirname(results_json), 'report.md')}")
 

@@ -39,9 +39,11 @@ from ..version import package_versions
 from .plotting import (plot_drop_by_corruption, plot_ece_vs_severity,
                        plot_reliability_by_condition, plot_risk_coverage, plot_severity_curves)
 from .corruption_seeds import fold_seeds, seed_lines
+from .interval_report import interval_lines
 from .intervals import available_intervals, summary_intervals
 from .results import RobustnessSummary, aggregate, check_condition, corruption_order
 from .results_file import RESULTS_FORMAT
+from .shift_table import shift_lines
 from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
 from .worst_cases import (WORST_CASES_CSV, WORST_CASES_FILE, WORST_CASES_PLOT,
                           plot_worst_cases, worst_case_lines, worst_cases,
@@ -185,70 +187,6 @@ def results_csv_text(summary: RobustnessSummary) -> str:
     return buffer.getvalue()
 
 
-def _bounds(interval: Optional[Sequence[float]], digits: int = 2, scale: float = 1.0) -> str:
-    if not interval:
-        return MISSING
-    return f'[{fmt_number(scale * interval[0], digits)}, {fmt_number(scale * interval[1], digits)}]'
-
-
-def interval_lines(summary: RobustnessSummary) -> List[str]:
-    """The report's section on the uncertainty of its numbers: the bootstrap intervals
-    of Clean, each corruption's mean, Avg, ΔTP, mPC, rPC and the calibration means, or
-    why there are none."""
-    intervals = summary.intervals
-    if intervals is None:
-        return []
-    if not intervals.get('available'):
-        return ['## Uncertainty', '', f'No intervals: {intervals.get("reason")}.', '']
-    level = f'{100 * intervals["level"]:g} %'
-    lines = [f'## Uncertainty ({level} intervals)', '',
-             f'Percentile bootstrap over the {intervals["images"]} test images '
-             f'({intervals["resamples"]} resamples, seed {intervals["seed"]}); every '
-             'condition is recomputed on the same resamples, so the intervals of '
-             'differences (Drop, ΔTP) respect the pairing. They show how much each number '
-             'depends on which test images were drawn; ' + _seeds_text(intervals), '']
-    rows = [['Clean', fmt_number(summary.clean), _bounds(intervals['clean'])]]
-    for name in summary.corruptions:
-        block = intervals['per_corruption'][name]
-        rows.append([f'{name} (mean)', fmt_number(summary.per_corruption[name]),
-                     _bounds(block['mean'])])
-    rows += [['Avg', fmt_number(summary.avg), _bounds(intervals['avg'])],
-             ['ΔTP', fmt_number(summary.delta_tp), _bounds(intervals['delta_tp'])],
-             ['mPC', fmt_number(summary.mpc), _bounds(intervals['mpc'])],
-             ['rPC (%)', fmt_number(100 * summary.rpc), _bounds(intervals['rpc'], scale=100)]]
-    lines += markdown_table(['Number', summary.metric, level], rows, align_left=1)
-    lines += ['']
-    severities = list(summary.severities)
-    rows = [[name] + [_bounds(intervals['per_corruption'][name]['severities'].get(str(s)))
-                      for s in severities] for name in summary.corruptions]
-    lines += [f'Per severity ({level} intervals of {summary.metric}):', '']
-    lines += markdown_table(['Corruption'] + [str(s) for s in severities], rows,
-                            align_left=1)
-    lines += ['']
-    extra = intervals.get('extra') or {}
-    if extra:
-        rows = [[f'`{key}`', _bounds(block['clean'], 4), _bounds(block['avg'], 4),
-                 _bounds(block['avg_minus_clean'], 4)] for key, block in extra.items()]
-        lines += [f'Calibration ({level} intervals):', '']
-        lines += markdown_table(['Metric', 'Clean', 'Avg', 'Avg − Clean'], rows)
-        lines += ['']
-    return lines
-
-
-def _seeds_text(intervals: Mapping[str, Any]) -> str:
-    """Which intervals include the corruptions' own randomness."""
-    seeds = intervals.get('corruption_seeds')
-    if not seeds:
-        return "they do not include the corruptions' own randomness (one corruption seed)."
-    listed = ', '.join(map(str, seeds['seeds']))
-    return (f'each resample also draws the corruption seeds ({listed}) '
-            'of the random corruptions with replacement, so the intervals of their cells '
-            f'and means ({", ".join(seeds["corruptions"])}) and of every number that '
-            'averages them (Avg, ΔTP, mPC, rPC, their categories, the calibration means) '
-            "include the corruptions' own randomness too; those of Clean and of the other "
-            'corruptions (one draw each) do not.')
-
-
 def _per_class_name(summary: RobustnessSummary) -> str:
     """``'IoU'`` or ``'AP'``: the per-class key prefix of the summary's task (that of
     segmentation when the task is not known)."""
@@ -336,6 +274,8 @@ def render_report_md(summary: RobustnessSummary,
                       f'{", ".join(seen) or "none"}.', '']
 
     lines += interval_lines(summary)
+    if summary.shifts:
+        lines += shift_lines(summary.shifts)
     lines += seed_lines(summary)
     lines += ['## Per severity', '']
     severities = list(summary.severities)
@@ -364,6 +304,13 @@ def render_report_md(summary: RobustnessSummary,
         lines.append('- Missing severities: none')
     if summary.not_evaluated:
         lines.append(f'- Not evaluated: {", ".join(summary.not_evaluated)}')
+    from_files = ((provenance or {}).get('extra') or {}).get('read_from_files')
+    if from_files:
+        lines.append(f'- Read from files (corrupted test sets on disk, not synthesised): '
+                     f'{", ".join(from_files)}; every other corrupted condition was '
+                     'synthesised on the fly')
+    elif from_files is not None:
+        lines.append('- Every corrupted condition was synthesised on the fly')
     lines.append('')
 
     if summary.per_class:
@@ -512,7 +459,8 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                  seed_results: Optional[Mapping[Any, Any]] = None,
                  corruption_seed: int = 0,
                  seed_image_stats: Optional[Mapping[Any, Any]] = None,
-                 seed_image_files: Optional[Mapping[Any, Tuple[str, str]]] = None) -> Report:
+                 seed_image_files: Optional[Mapping[Any, Tuple[str, str]]] = None,
+                 shifts: Optional[Mapping[str, Any]] = None) -> Report:
     """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
     ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
     ``drop_by_corruption.png`` into ``out_dir``. A ready
@@ -543,7 +491,9 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     section on the seeds, and with ``seed_image_stats`` (keyed the same) the intervals
     resample the seeds too; ``seed_image_files`` names their statistics files in
     ``results.json``. The worst cases and the calibration details are those of the
-    first seed."""
+    first seed. ``shifts`` (the block of
+    :func:`~reobench_mm.analysis.shift_table.shift_block`) adds the shift sets' numbers
+    and report section."""
     if isinstance(results, RobustnessSummary):
         if seed_results:
             raise ValueError('seed_results are folded into the results before they are '
@@ -556,6 +506,8 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                             expected_severities=expected_severities,
                             seen_in_training=seen_in_training)
         summary.corruption_seeds = seeds
+    if shifts:
+        summary.shifts = dict(shifts)
     stats, stats_ok = {}, False
     if image_stats is not None:
         stats = {check_condition(c, summary.protocol): v for c, v in image_stats.items()}

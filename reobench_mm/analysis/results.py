@@ -475,6 +475,8 @@ class RobustnessSummary:
         corruption_seeds: None, or, when random corruptions were evaluated with several
             corruption seeds and their cells are the means over the seeds, the block of
             :func:`~reobench_mm.analysis.corruption_seeds.fold_seeds`.
+        shifts: None, or the block of the run's shift sets (other test sets as
+            conditions: :func:`~reobench_mm.analysis.shift_table.shift_block`).
     """
     protocol: str
     task: Optional[str]
@@ -498,6 +500,7 @@ class RobustnessSummary:
     held_out: Optional[CategoryScores] = None
     intervals: Optional[Dict[str, Any]] = None
     corruption_seeds: Optional[Dict[str, Any]] = None
+    shifts: Optional[Dict[str, Any]] = None
 
     def category(self, name: str) -> str:
         """The category of corruption ``name``."""
@@ -548,6 +551,8 @@ class RobustnessSummary:
             data['intervals'] = self.intervals
         if self.corruption_seeds is not None:
             data['corruption_seeds'] = self.corruption_seeds
+        if self.shifts is not None:
+            data['shifts'] = self.shifts
         return nan_to_null(data)
 
 

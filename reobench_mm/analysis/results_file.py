@@ -175,6 +175,8 @@ def read_results(path: str) -> ResultsFile:
         summary.intervals = numbers['intervals']
     if isinstance(numbers.get('corruption_seeds'), dict):
         summary.corruption_seeds = numbers['corruption_seeds']
+    if isinstance(numbers.get('shifts'), dict):
+        summary.shifts = numbers['shifts']
     provenance = doc.get('provenance')
     files, seed_files = doc.get('image_stats'), doc.get('seed_image_stats')
     return ResultsFile(path, summary, dict(provenance) if isinstance(provenance, Mapping)

@@ -39,11 +39,9 @@ from .effective_robustness import FIT_SPACES, EffectiveRobustnessFit, effective_
 from .results import mean
 from .results_file import read_results
 
-__all__ = ['SHIFT_TYPES', 'ShiftPoint', 'ShiftAnalysis', 'analyze_shifts',
+__all__ = ['ShiftPoint', 'ShiftAnalysis', 'analyze_shifts',
            'load_shift_points', 'POINT_COLUMNS']
 
-#: The shift types of the EarthShift study (any other non-empty name is accepted too).
-SHIFT_TYPES = ('geographic', 'temporal', 'scale', 'sensor', 'source')
 #: The columns of the CSV that :func:`load_shift_points` reads (``group`` may be empty).
 POINT_COLUMNS = ('model', 'group', 'dataset', 'shift_type', 'id_results', 'ood_results')
 ALL = 'all'
@@ -214,14 +212,28 @@ def analyze_shifts(points: Sequence[ShiftPoint], *, n_bootstrap: int = 1000,
     return analysis
 
 
+def _shift_value(results: Any, name: str, where: str) -> float:
+    """The OOD value of shift set ``name`` (as it is) in a results file's shifts block."""
+    block = results.summary.shifts or {}
+    for row in block.get('sets') or []:
+        if row.get('name') == name and row.get('condition') == 'clean':
+            return float(row['ood'])
+    known = sorted({r.get('name') for r in block.get('sets') or []})
+    raise ValueError(f'{where}: {results.path} has no shift set {name!r} (its shift sets: '
+                     f'{known or "none"})')
+
+
 def load_shift_points(path: str) -> Tuple[List[ShiftPoint], str]:
     """The points of a CSV with the columns :data:`POINT_COLUMNS` (result paths relative
     to the CSV's folder), and the metric: each side's value is the clean metric of its
-    results file.
+    results file. With an optional ``shift`` column naming a shift set of the ID results
+    (a run that evaluated the OOD set as a condition), the OOD value is that set's and
+    ``ood_results`` may be empty.
 
     Raises:
         ValueError: a missing column, an unreadable results file, ID and OOD results of
-            other tasks or metrics, or of other checkpoints (named, with the row).
+            other tasks or metrics, or of other checkpoints, or a shift set the results
+            do not have (named, with the row).
     """
     folder = osp.dirname(osp.abspath(path))
     with open(path, newline='') as handle:
@@ -233,8 +245,20 @@ def load_shift_points(path: str) -> Tuple[List[ShiftPoint], str]:
         raise ValueError(f'{path} lacks the column(s) {lacking}; columns: {list(POINT_COLUMNS)}')
     points, metric = [], None
     for number, row in enumerate(rows, 2):
-        files = [read_results(osp.join(folder, row[k])) for k in ('id_results', 'ood_results')]
         where = f'{path} line {number} ({row["model"]} on {row["dataset"]})'
+        shift = (row.get('shift') or '').strip()
+        if shift:
+            results = read_results(osp.join(folder, row['id_results']))
+            metric = metric or (results.task, results.metric)
+            if (results.task, results.metric) != metric:
+                raise ValueError(f'{where}: results of another task or metric '
+                                 f'({(results.task, results.metric)}, expected {metric})')
+            points.append(ShiftPoint(row['model'], row['dataset'], row['shift_type'],
+                                     results.summary.clean,
+                                     _shift_value(results, shift, where),
+                                     row['group'] or None))
+            continue
+        files = [read_results(osp.join(folder, row[k])) for k in ('id_results', 'ood_results')]
         kinds = {(f.task, f.metric) for f in files}
         if metric is None:
             metric = next(iter(kinds))

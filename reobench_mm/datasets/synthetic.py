@@ -20,7 +20,7 @@ import os
 import os.path as osp
 import zlib
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from xml.sax.saxutils import escape
 
 import cv2
@@ -46,6 +46,8 @@ SYNTHETIC_DATA_VERSION = 2
 DIOR_DEMO_CLASSES = ('airplane', 'ship', 'storagetank', 'vehicle')
 
 _DATASET_IDS = {'potsdam': 1, 'dior': 2}
+#: ``draw(rng, size) -> (image, labels)``: one tile of a writer
+SceneDrawer = Callable[[np.random.Generator, int], Tuple[np.ndarray, Any]]
 _SPLIT_IDS = {'train': 1, 'val': 2, 'test': 3, 'trainval': 4}
 
 
@@ -447,14 +449,16 @@ def _write_png(path: str, rgb_or_label: np.ndarray) -> None:
 
 
 def write_potsdam(root: str, num_train: int = 16, num_val: int = 8, size: int = 256,
-                  seed: int = 0) -> Dict[str, int]:
+                  seed: int = 0, draw: Optional[SceneDrawer] = None) -> Dict[str, int]:
     """Write a Potsdam-format dataset as produced by MMSegmentation's converter.
 
     Layout: ``img_dir/{train,val}/*.png`` (RGB) and ``ann_dir/{train,val}/*.png``
     (label ids 1..6, see :data:`POTSDAM_LABEL_IDS`; read with
     ``reduce_zero_label=True``). Tile names follow the converter's
-    ``{area}_{row}_{x0}_{y0}_{x1}_{y1}.png`` pattern.
+    ``{area}_{row}_{x0}_{y0}_{x1}_{y1}.png`` pattern. ``draw(rng, size)`` draws each
+    tile (default :func:`draw_potsdam_scene`).
     """
+    draw = draw or draw_potsdam_scene
     counts = {}
     for split, count in (('train', num_train), ('val', num_val)):
         if count < 0:
@@ -463,7 +467,7 @@ def write_potsdam(root: str, num_train: int = 16, num_val: int = 8, size: int = 
         os.makedirs(osp.join(root, 'ann_dir', split), exist_ok=True)
         area = 2 if split == 'train' else 6
         for index in range(count):
-            image, label = draw_potsdam_scene(_rng(seed, 'potsdam', split, index), size)
+            image, label = draw(_rng(seed, 'potsdam', split, index), size)
             row, col = divmod(index, 8)
             name = f'{area}_{10 + row}_{col * size}_0_{(col + 1) * size}_{size}.png'
             _write_png(osp.join(root, 'img_dir', split, name), image)
@@ -498,13 +502,16 @@ def _dior_xml(filename: str, size: int, objects: Sequence[OrientedObject]) -> st
 
 
 def write_dior(root: str, num_trainval: int = 16, num_test: int = 8, size: int = 256,
-               seed: int = 0, jpeg_quality: int = 95) -> Dict[str, int]:
+               seed: int = 0, jpeg_quality: int = 95,
+               draw: Optional[SceneDrawer] = None) -> Dict[str, int]:
     """Write a DIOR-R-format dataset as MMRotate's ``DIORDataset`` reads it.
 
     Layout: ``JPEGImages-trainval/*.jpg``, ``JPEGImages-test/*.jpg``,
     ``Annotations/Oriented Bounding Boxes/*.xml`` (``robndbox`` corners and angle)
-    and ``ImageSets/Main/{trainval,test}.txt`` (image ids, one per line).
+    and ``ImageSets/Main/{trainval,test}.txt`` (image ids, one per line). ``draw(rng,
+    size)`` draws each scene (default :func:`draw_dior_scene`).
     """
+    draw = draw or draw_dior_scene
     ann_dir = osp.join(root, 'Annotations', 'Oriented Bounding Boxes')
     sets_dir = osp.join(root, 'ImageSets', 'Main')
     os.makedirs(ann_dir, exist_ok=True)
@@ -518,7 +525,7 @@ def write_dior(root: str, num_trainval: int = 16, num_test: int = 8, size: int =
         os.makedirs(img_dir, exist_ok=True)
         ids = []
         for index in range(count):
-            image, objects = draw_dior_scene(_rng(seed, 'dior', split, index), size)
+            image, objects = draw(_rng(seed, 'dior', split, index), size)
             image_id = f'{offset + index:05d}'
             path = osp.join(img_dir, image_id + '.jpg')
             if not cv2.imwrite(path, np.ascontiguousarray(image[..., ::-1]),

@@ -19,7 +19,10 @@ the current one. The fingerprint is a flat JSON object whose keys fall into five
     DIOR-R the parsed boxes and labels), the dataset's metainfo, and the size and
     modification time of every file the samples name (images, label maps,
     annotation files); with temperature scaling also ``val``, the same of the
-    validation data the temperature is fitted on.
+    validation data the temperature is fitted on; in the record of a shift set's
+    condition also ``shift_set``, the same of that set with its name and the SHA-256 of
+    its dataset config, and of a condition read from files ``file_set``, the same of
+    those.
 ``code``
     ``code_sha256``: SHA-256 of the package sources that compute the numbers
     (:data:`CODE_SOURCES`: corruption engine, transforms, models, datasets, metrics,
@@ -100,8 +103,10 @@ CODE_SOURCES = ('reobench_corruptions', 'reobench_mm/transforms', 'reobench_mm/m
                 'reobench_mm/evaluation/functional/streaming.py',
                 'reobench_mm/robustness/decode_cache.py', 'reobench_mm/robustness/evaluators.py',
                 'reobench_mm/robustness/switching.py', 'reobench_mm/robustness/temperature.py',
-                'reobench_mm/robustness/test_loop.py')
-_NOT_CODE = ('reobench_mm/datasets/converters', 'reobench_mm/datasets/synthetic.py')
+                'reobench_mm/robustness/test_loop.py', 'reobench_mm/robustness/shifted_data.py',
+                'reobench_mm/robustness/released_sets.py')
+_NOT_CODE = ('reobench_mm/datasets/converters', 'reobench_mm/datasets/synthetic.py',
+             'reobench_mm/datasets/synthetic_shift.py')
 
 #: The folder that holds the two packages (a checkout, or site-packages).
 SOURCE_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -301,6 +306,19 @@ def _detail(part: str, recorded: Mapping[str, Any], current: Mapping[str, Any]) 
                 f'recorded, {_short(current.get("checkpoint_sha256"))}... now')
     if part == 'data':
         old, new = recorded.get('data') or {}, current.get('data') or {}
+        if old.get('file_set') != new.get('file_set'):
+            before, after = old.get('file_set') or {}, new.get('file_set') or {}
+            return (f'the files read for {after.get("name", before.get("name"))}: their '
+                    'images, annotations, listing or dataset config changed, or they were '
+                    'synthesised before ('
+                    f'{before.get("samples")} samples / {before.get("files")} files '
+                    f'recorded, {after.get("samples")} / {after.get("files")} now)')
+        if old.get('shift_set') != new.get('shift_set'):
+            before, after = old.get('shift_set') or {}, new.get('shift_set') or {}
+            return (f'shift set {after.get("name", before.get("name"))!r}: its images, '
+                    'annotations, listing or dataset config changed ('
+                    f'{before.get("samples")} samples / {before.get("files")} files '
+                    f'recorded, {after.get("samples")} / {after.get("files")} now)')
         which = 'test' if old.get('val') == new.get('val') else 'test or validation'
         return (f'{which} images, annotations or their listing changed '
                 f'({old.get("samples")} samples / {old.get("files")} files recorded, '

@@ -34,8 +34,11 @@ from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
                                                check_resamples)
 from .decode_cache import DEFAULT_MAX_BYTES
 from .plan import SweepPlan
+from .released_sets import parse_corruption_files
+from .shift_sets import ShiftCondition, parse_shifts, shift_conditions, shifts_to_dict
 
-__all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'VALIDATION_OPTIONS',
+__all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OPTIONS',
+           'VALIDATION_OPTIONS',
            'VALIDATION_DEFAULTS', 'add_option_arguments', 'options_from_args']
 
 
@@ -120,6 +123,15 @@ class RobustnessOptions:
                                     dict(type=float, metavar='P'))
     bootstrap_seed: int = _option(0, 'seed of the bootstrap resamples',
                                   dict(type=int, metavar='S'))
+    shifts: Any = _option(
+        None, 'other test sets evaluated as conditions of the run (real distribution '
+        'shifts): {name: dict(shift_type=..., dataset=dict(...)[, corruptions=..., '
+        'severities=...])} in the config; each is reported against the clean test set')
+    corruption_files: Any = _option(
+        None, 'read corrupted conditions from files instead of synthesising them (the '
+        "REOBench authors' released test sets): dict(dataset=dict(...) with {corruption}, "
+        '{folder} and {severity} in its strings[, geometric=dict(...), folders=..., '
+        'corruptions=...]) in the config')
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -150,6 +162,17 @@ class RobustnessOptions:
         if not _is_int(self.bootstrap_seed) or self.bootstrap_seed < 0:
             raise SweepError(f'bootstrap_seed must be an integer >= 0, got '
                              f'{self.bootstrap_seed!r}')
+        set_(self, 'shifts', parse_shifts(self.shifts, self.protocol))
+        set_(self, 'corruption_files', parse_corruption_files(self.corruption_files,
+                                                              self.protocol))
+        if self.corruption_files is not None and self.temperature_split is not None:
+            raise SweepError('corruption_files with temperature_split: the files of a '
+                             'geometric corruption would be split by their own labels; fit '
+                             'the temperature on a val_dataloader of other images instead')
+        if self.shifts and self.shard is not None:
+            raise SweepError('shifts cannot be sharded yet: evaluate the shift sets in a run '
+                             'without shard (the same out_dir reuses its finished '
+                             'conditions)')
         seen = self.seen_corruptions
         if seen is not None and seen != 'auto':
             if isinstance(seen, str):
@@ -223,6 +246,11 @@ class RobustnessOptions:
         return Condition(seed=self.seed, protocol=self.protocol, border=self.border)
 
     @property
+    def shift_conditions(self) -> List[ShiftCondition]:
+        """The conditions of the shift sets (:mod:`~reobench_mm.robustness.shift_sets`)."""
+        return shift_conditions(self.shifts, self.clean)
+
+    @property
     def temperature_fit(self) -> Dict[str, Any]:
         """The temperature-fit settings (empty without temperature scaling)."""
         if not self.temperature_scaling:
@@ -252,6 +280,10 @@ class RobustnessOptions:
             value = getattr(self, name)
             if name == 'shard' and value is not None:
                 value = '{}/{}'.format(*value)
+            if name == 'shifts':
+                value = shifts_to_dict(value)
+            if name == 'corruption_files' and value is not None:
+                value = value.to_dict()
             out[name] = list(value) if isinstance(value, tuple) else value
         return out
 
@@ -261,9 +293,14 @@ OPTION_NAMES: Tuple[str, ...] = tuple(f.name for f in fields(RobustnessOptions))
 #: The options of ``RobustnessSweep`` and ``tools/robustness_test.py`` (the output folder
 #: is their work dir).
 SWEEP_OPTIONS = tuple(n for n in OPTION_NAMES if n != 'out_dir')
+#: The sweep's options without a command-line flag: the sweep takes them from the config's
+#: ``test_cfg`` when they are not given (``shifts``, ``corruption_files``).
+CONFIG_ONLY_OPTIONS = tuple(n for n in SWEEP_OPTIONS
+                            if next(f for f in fields(RobustnessOptions)
+                                    if f.name == n).metadata['cli'] is None)
 #: The options of ``RobustnessValLoop`` (nothing is written while validating).
 VALIDATION_OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'border',
-                      'decode_cache_bytes')
+                      'decode_cache_bytes', 'shifts')
 #: The defaults of ``RobustnessValLoop`` where they differ (a few conditions, and no cache).
 VALIDATION_DEFAULTS = dict(corruptions=('cloud', 'gaussian_noise', 'haze'), severities=(3, ),
                            decode_cache_bytes=0)

@@ -297,17 +297,24 @@ class ConditionStore:
             run (``SweepPlan.condition``).
         task: the task of the records (its name is written in them).
         calibration: whether records must carry calibration details.
-        fingerprint: returns the fingerprint of the current inputs (called when a record
-            is checked or written: the data part may be costly to list).
+        fingerprint: returns the fingerprint of the current inputs of a condition
+            (``fingerprint(condition)``, called when its record is checked or written:
+            the data part may be costly to list; a shift set's condition has its set's
+            data in it).
+        source: where a condition's images come from when not synthesised
+            (``source(condition)``: ``'files'`` for a corrupted set read from files, else
+            None); written into its record and expected there.
     """
 
     def __init__(self, work_dir: str, coerce: Callable[[Any], Condition], task: Task,
-                 calibration: bool, fingerprint: Callable[[], Mapping[str, Any]]) -> None:
+                 calibration: bool, fingerprint: Callable[[Any], Mapping[str, Any]],
+                 source: Optional[Callable[[Any], Optional[str]]] = None) -> None:
         self.work_dir = work_dir
         self.conditions_dir = osp.join(work_dir, CONDITIONS_DIR)
         self.coerce, self.task = coerce, task
         self.calibration = calibration
         self.fingerprint = fingerprint
+        self.source = source or (lambda condition: None)
         #: SHA-256 of a statistics file written by this store -> its statistics (the
         #: report then reads back only those of reused records)
         self._written: Dict[str, ImageStats] = {}
@@ -315,10 +322,10 @@ class ConditionStore:
     def condition_file(self, condition: Any) -> str:
         return osp.join(self.work_dir, condition_record_name(self.coerce(condition)))
 
-    def check_fingerprint(self, recorded: Any, path: str) -> None:
+    def check_fingerprint(self, condition: Any, recorded: Any, path: str) -> None:
         """Raise :class:`~reobench_mm.errors.FingerprintMismatchError` naming the parts
-        of ``recorded`` that differ from the current inputs."""
-        check_fingerprint(recorded, self.fingerprint(), path)
+        of ``recorded`` that differ from the current inputs of ``condition``."""
+        check_fingerprint(recorded, self.fingerprint(condition), path)
 
     def reuse_problem(self, condition: Any) -> Optional[str]:
         """Why the condition's record cannot be reused (None when it can): missing,
@@ -329,9 +336,13 @@ class ConditionStore:
         """
         condition = self.coerce(condition)
         expected = dict(tag=condition.tag, task=self.task.name, **condition.settings())
+        if self.source(condition) is not None:
+            expected['source'] = self.source(condition)
         return condition_record_problem(
             self.condition_file(condition), condition.key, expected, self.task,
-            self.calibration, check_fingerprint=self.check_fingerprint)
+            self.calibration,
+            check_fingerprint=lambda recorded, path: self.check_fingerprint(condition,
+                                                                            recorded, path))
 
     def write(self, condition: Condition, metrics: Mapping[str, float], seconds: float,
               calibration: Optional[Mapping[str, Any]] = None,
@@ -347,7 +358,9 @@ class ConditionStore:
         record = dict(format=CONDITION_FORMAT, condition=condition.key,
                       tag=condition.tag, task=self.task.name, **condition.settings(),
                       metrics=dict(metrics), result=result,
-                      seconds=round(seconds, 3), fingerprint=self.fingerprint())
+                      seconds=round(seconds, 3), fingerprint=self.fingerprint(condition))
+        if self.source(condition) is not None:
+            record['source'] = self.source(condition)
         if self.calibration:
             record['calibration'] = json_round_trip(calibration or {})
         record['images'] = None

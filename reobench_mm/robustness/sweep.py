@@ -59,7 +59,8 @@ from ..evaluation.keys import get_task
 from ..utils.config import prepare_test_config
 from .evaluators import calibration_metric_cfgs
 from .held_out import check_held_out, seen_in_training
-from .options import SWEEP_OPTIONS, RobustnessOptions
+from .options import CONFIG_ONLY_OPTIONS, SWEEP_OPTIONS, RobustnessOptions
+from .shift_sets import ShiftCondition
 from .plan import default_sweep_work_dir
 from .store import CONDITIONS_DIR, condition_record_name
 from .test_loop import RobustnessTestLoop, SweepOutcome
@@ -128,6 +129,11 @@ class RobustnessSweep:
                                         self.options.seen_corruptions),
                        self.options.held_out_only)
         fp16 = (cfg.get('test_cfg') or {}).get('fp16', False)
+        for name in CONFIG_ONLY_OPTIONS:  # options without a flag, from the config
+            value = (cfg.get('test_cfg') or {}).get(name)
+            if value and not getattr(self.options, name):
+                self.options = self.options.replace(**{name: value.to_dict() if hasattr(
+                    value, 'to_dict') else dict(value)})
         cfg.test_cfg = ConfigDict(type=_LOOP, fp16=fp16, **self.options.to_dict())
         cfg.load_from = None  # loaded strictly by build()
         # the loop shows its own progress over conditions, not one bar per condition
@@ -151,16 +157,19 @@ class RobustnessSweep:
 
     # ------------------------------------------------------------------ what it evaluates
     @property
-    def conditions(self) -> List[Condition]:
-        """The conditions of this run (the shard's, or all)."""
-        return self.plan.conditions
+    def conditions(self) -> List[Any]:
+        """The conditions of this run (the shard's, or all; the shift sets' after the
+        corruptions)."""
+        return self.plan.conditions + self.options.shift_conditions
 
     @property
-    def all_conditions(self) -> List[Condition]:
-        return self.plan.all_conditions
+    def all_conditions(self) -> List[Any]:
+        return self.plan.all_conditions + self.options.shift_conditions
 
     def condition_file(self, condition: Any) -> str:
-        return osp.join(self.work_dir, condition_record_name(self.plan.condition(condition)))
+        if not isinstance(condition, ShiftCondition):
+            condition = self.plan.condition(condition)
+        return osp.join(self.work_dir, condition_record_name(condition))
 
     @property
     def decode_caches(self) -> list:

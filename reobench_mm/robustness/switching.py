@@ -24,13 +24,14 @@ import copy
 import logging
 import time
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from mmengine.logging import MMLogger, print_log
 from torch.utils.data import DataLoader
 
 from ..analysis.intervals import SUMMARY_INTERVAL_KEYS
 from ..analysis.results import RobustnessSummary
+from ..analysis.shift_table import shift_metric_keys
 from reobench_corruptions.condition import Condition
 from ..engine.corruption_loop import check_batch_condition, check_not_empty
 from ..errors import SweepError
@@ -41,6 +42,9 @@ from ..transforms.placement import (Placement, corruption_steps, place_condition
                                     stop_live_workers)
 from .decode_cache import cache_loading_steps
 from .plan import SweepPlan
+from .released_sets import files_dataset_cfg
+from .shift_sets import ShiftCondition
+from .shifted_data import ConditionData, shift_dataloader_cfg
 
 __all__ = ['ConditionSwitching', 'robustness_metrics']
 
@@ -51,7 +55,9 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
     keys, the robustness scores (``robust/avg``, ...), each corruption's mean
     (``robust/<corruption>``), each condition's task metric (``<tag>/<metric>``) and, with
     bootstrap intervals, the bounds of the overall scores (``robust/avg_ci_low``,
-    ``robust/avg_ci_high``, ... for clean, avg, delta_tp, mpc, rpc)."""
+    ``robust/avg_ci_high``, ... for clean, avg, delta_tp, mpc, rpc); with shift sets
+    their keys (``shift/<name>/<metric>``, ...:
+    :func:`~reobench_mm.analysis.shift_table.shift_metric_keys`)."""
     out = {str(k): plain_float(v) for k, v in clean_metrics.items()
            if isinstance(v, (int, float)) and not isinstance(v, bool)}
     for name in ROBUST_SCORES:
@@ -63,6 +69,7 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
         out[robust_key(corruption)] = float(value)
     for condition, result in summary.conditions.items():
         out[condition_metric_key(condition.tag, summary.metric)] = float(result.value)
+    out.update(shift_metric_keys(summary.shifts))
     intervals = summary.intervals
     if isinstance(intervals, dict) and intervals.get('available'):
         for name in SUMMARY_INTERVAL_KEYS:
@@ -133,20 +140,99 @@ class ConditionSwitching:
         self._current = condition
         stop_live_workers(self.dataloader)
 
-    def _evaluate_condition(self, condition: Condition) -> Tuple[Dict[str, float], float]:
-        """Run the iterations under ``condition`` and evaluate: ``(metrics, seconds)``."""
+    def _evaluate_condition(self, condition: Condition, quiet: Optional[bool] = None
+                            ) -> Tuple[Dict[str, float], float]:
+        """Run the iterations under ``condition`` and evaluate: ``(metrics, seconds)``
+        (the metrics' own tables logged for the clean condition only, or unless
+        ``quiet``)."""
         self._switch(condition)
         start = time.perf_counter()
         try:
             self.runner.model.eval()
             for idx, data_batch in enumerate(self.dataloader):
                 self.run_iter(idx, data_batch)
-            with _quiet_metric_tables(not condition.is_clean):
+            with _quiet_metric_tables(not condition.is_clean if quiet is None else quiet):
                 metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
         finally:
             self._switch(self.plan.clean)
         return ({str(k): plain_float(v) for k, v in metrics.items()},
                 time.perf_counter() - start)
+
+    #: the data of the conditions with test data of their own (None without any)
+    condition_data: Optional[ConditionData] = None
+
+    def _make_condition_data(self, options: Any, given: Any, placed: Any,
+                             cfg_key: str) -> None:
+        """Set up the data of the shift sets and of the corrupted sets read from files of
+        ``options``: the shift sets are built from the dataloader config the loop was given
+        (``given``, before placement; the runner config's ``cfg_key`` for a built
+        dataloader), the files' sets from the placed config (``placed``)."""
+        shifts = getattr(options, 'shifts', ())
+        files = getattr(options, 'corruption_files', None)
+        if not shifts and files is None:
+            return
+        base = given if isinstance(given, dict) else self.runner.cfg.get(cfg_key)
+        if shifts and not isinstance(base, dict):
+            raise SweepError(f'shift sets need the {cfg_key} config to build their '
+                             'dataloaders from')
+        if files is not None and not isinstance(placed, dict):
+            raise SweepError('corruption_files needs the test dataloader as a config')
+        self._given_cfg, self._placed_cfg = base, placed
+        self._shift_sets = {s.name: s for s in shifts}
+        runner = self.runner
+        self.condition_data = ConditionData(
+            lambda cfg: runner.build_dataloader(cfg, seed=runner.seed),
+            self.dataloader.dataset, runner.cfg.get('default_scope'), self.ignore_index)
+
+    def _own_data(self, condition: Any) -> Optional[Tuple[str, Callable[[], dict], str]]:
+        """``(key, make_cfg, what)`` of a condition with test data of its own (a shift set,
+        or a corruption read from files), else None."""
+        data = self.condition_data
+        if data is None:
+            return None
+        if isinstance(condition, ShiftCondition):
+            shift = self._shift_sets[condition.shift]
+            what = f'shift set {shift.name!r}'
+            return (f'shift:{shift.name}', lambda: data.place(
+                shift_dataloader_cfg(self._given_cfg, shift), what), what)
+        files = getattr(self.options, 'corruption_files', None)
+        if files is not None and files.reads(condition):
+            placed = self._placed_cfg
+            return (f'files:{condition.tag}', lambda: dict(
+                copy.deepcopy(placed), persistent_workers=False,
+                dataset=files_dataset_cfg(placed['dataset'], files, condition)),
+                f'the files of {condition.key}')
+        return None
+
+    def _own_fingerprint(self, run: Mapping[str, Any], condition: Any) -> Dict[str, Any]:
+        """The fingerprint of ``condition``'s record: the run's (``run``), with the data of
+        a shift set (``data.shift_set``) or of the files read (``data.file_set``)."""
+        own = self._own_data(condition)
+        if own is None:
+            return run
+        out = copy.deepcopy(dict(run))
+        shift = isinstance(condition, ShiftCondition)
+        part = 'shift_set' if shift else 'file_set'
+        name = condition.shift if shift else condition.key
+        out['data'] = dict(out.get('data') or {},
+                           **{part: dict(name=name, **self.condition_data.fingerprint(*own))})
+        return out
+
+    def _evaluate_any(self, condition: Any) -> Tuple[Dict[str, float], float]:
+        """Evaluate a condition, on its own data where it has some: that data's
+        dataloader and steps in place of the test set's for the time it takes (a shift
+        set under its base condition, the files of a corruption clean)."""
+        own = self._own_data(condition)
+        if own is None:
+            return self._evaluate_condition(condition)
+        loader, steps = self.condition_data.dataloader(*own)
+        base = condition.base if isinstance(condition, ShiftCondition) else condition.clean()
+        saved = self.dataloader, self.steps
+        self.dataloader, self.steps = loader, steps
+        try:
+            return self._evaluate_condition(base, quiet=True)
+        finally:
+            self.dataloader, self.steps = saved
 
     def _check_batch(self, idx: int, data_batch: Any) -> None:
         check_batch_condition(data_batch, self._current, idx)

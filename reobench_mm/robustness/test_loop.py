@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 
 from ..analysis.report import Report, make_provenance, write_report
 from ..analysis.results import ConditionResult
+from ..analysis.shift_table import shift_block
 from reobench_corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..engine.corruption_loop import empty_dataset_error
@@ -42,7 +43,9 @@ from .evaluators import calibration_metrics, condition_image_stats, robustness_e
 from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
 from .held_out import check_held_out, seen_in_training
 from .options import RobustnessOptions
+from .released_sets import FILES_SOURCE
 from .shards import write_shard_manifest
+from .shift_sets import ShiftCondition, shifts_to_dict
 from .store import ConditionStore, calibration_details, condition_record_name
 from .switching import ConditionSwitching, robustness_metrics
 from .temperature import TemperatureFit
@@ -116,7 +119,8 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
             ``temperature_split``, ``temperature_split_seed``, ``temperature_on_test``,
             ``plots``, ``decode_cache_bytes``, ``strict_checkpoint``,
             ``seen_corruptions``, ``held_out_only``, ``bootstrap``, ``interval_level``,
-            ``bootstrap_seed``), checked there.
+            ``bootstrap_seed``, ``shifts``: other test sets as conditions,
+            ``corruption_files``: corrupted conditions read from files), checked there.
 
     Raises:
         SweepError (a ``ValueError``): an unknown option or a bad value (the message lists
@@ -141,6 +145,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                          options.temperature_scaling, self.ignore_index)
         self.temperature = TemperatureFit(options, runner, self.ignore_index) \
             if options.temperature_scaling else None
+        given = dataloader
         dataloader, self.placements = self._place(dataloader, cfg.get('default_scope'),
                                                   'robustness test')
         if self.temperature is not None:
@@ -164,10 +169,12 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
             lambda: self.checkpoint))
         if self.temperature is not None:
             self.temperature.check_images(self.dataloader.dataset)
+        self._make_condition_data(options, given, self._dataloader_cfg, 'test_dataloader')
         self.work_dir = options.out_dir or runner.work_dir
         #: the condition records of ``out_dir``
-        self.store = ConditionStore(self.work_dir, self.plan.condition, self.task,
-                                    options.calibration, lambda: self.fingerprint)
+        self.store = ConditionStore(self.work_dir, self._coerce, self.task,
+                                    options.calibration, self.condition_fingerprint,
+                                    source=self._source_of)
         self.decode_caches: list = []
         self.last_calibration: Dict[str, dict] = {}
         self.last_image_stats = None
@@ -182,9 +189,20 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
 
     # ------------------------------------------------------------------ inputs
     @property
-    def conditions(self) -> List[Condition]:
-        """The conditions of this run (the shard's, or all)."""
-        return self.plan.conditions
+    def conditions(self) -> List[Any]:
+        """The conditions of this run (the shard's, or all; the shift sets' after the
+        corruptions)."""
+        return self.plan.conditions + self.options.shift_conditions
+
+    @property
+    def all_conditions(self) -> List[Any]:
+        """Every condition of the run, all shards together."""
+        return self.plan.all_conditions + self.options.shift_conditions
+
+    def _coerce(self, value: Any) -> Any:
+        """A condition of this run: a shift condition as it is, else
+        :meth:`SweepPlan.condition`."""
+        return value if isinstance(value, ShiftCondition) else self.plan.condition(value)
 
     def set_source(self, *, config: Optional[str] = None, checkpoint: Optional[str] = None,
                    cfg_options: Optional[Mapping[str, Any]] = None,
@@ -254,6 +272,16 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                 options=self.options.fingerprint_part(), data=data)
         return self._fingerprint
 
+    def _source_of(self, condition: Any) -> Optional[str]:
+        files = self.options.corruption_files
+        return FILES_SOURCE if files is not None and files.reads(condition) else None
+
+    def condition_fingerprint(self, condition: Any) -> Dict[str, Any]:
+        """The fingerprint of one condition's record: :attr:`fingerprint`, and for a
+        shift set's condition or a corruption read from files also that data and its
+        dataset config."""
+        return self._own_fingerprint(self.fingerprint, condition)
+
     # ------------------------------------------------------------------ records
     def condition_file(self, condition: Any) -> str:
         return self.store.condition_file(condition)
@@ -286,6 +314,11 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                        seen_in_training=self.seen_in_training,
                                        intervals=options.interval_settings,
                                        evaluated_images=len(self.dataloader.dataset),
+                                       shifts=shifts_to_dict(options.shifts),
+                                       corruption_files=None if options.corruption_files
+                                       is None else options.corruption_files.to_dict(),
+                                       read_from_files=[c.key for c in self.all_conditions
+                                                        if self._source_of(c)],
                                        fingerprint=self.fingerprint)))
 
     # ------------------------------------------------------------------ evaluation
@@ -301,7 +334,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
     def _evaluate(self, condition: Any) -> tuple:
         """One condition within a run: ``(metrics, seconds)``, the calibration details
         kept for its record."""
-        metrics, seconds = self._evaluate_condition(self.plan.condition(condition))
+        metrics, seconds = self._evaluate_any(self._coerce(condition))
         # the report needs the curves and bins of the calibration metrics
         self.last_calibration = {
             prefix: {k: v for k, v in (metric.last_details or {}).items() if k != 'stats'}
@@ -406,7 +439,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
     def _finish(self, outcome: SweepOutcome) -> Dict[str, float]:
         """Write the report (or the manifest); the run's metrics (empty for a shard)."""
         if self.plan.shard is None:
-            records = self.load_records(self.plan.all_conditions)
+            records = self.load_records(self.all_conditions)
             report = self.write_report(records)
             outcome.report_files = dict(report.files)
             return robustness_metrics(report.summary, records[self.plan.clean]['metrics'])
@@ -422,8 +455,10 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                 be written (named, with the reason).
         """
         if records is None:
-            records = self.load_records(self.plan.all_conditions)
+            records = self.load_records(self.all_conditions)
         plan = self.plan
+        shifted = {c: r for c, r in records.items() if isinstance(c, ShiftCondition)}
+        records = {c: r for c, r in records.items() if c not in shifted}
         first = {c: r for c, r in records.items() if not plan.is_extra_seed(c)}
         further = {c: r for c, r in records.items() if plan.is_extra_seed(c)}
         try:
@@ -441,10 +476,28 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                 seed_results={c: ConditionResult.from_dict(r['result'])
                               for c, r in further.items()},
                 corruption_seed=plan.seed, seed_image_stats=self.store.image_stats(further),
-                seed_image_files=self.store.image_files(further))
+                seed_image_files=self.store.image_files(further),
+                shifts=self._shift_block(first, shifted))
         except OSError as error:
             raise write_error(error.filename or f'the report in {self.work_dir}',
                               error) from None
+
+    def _shift_block(self, first: Dict[Condition, dict],
+                     shifted: Dict[ShiftCondition, dict]) -> Optional[dict]:
+        """The shift sets' block of the report (None without shift sets)."""
+        if not shifted:
+            return None
+        clean = first[self.plan.clean]
+        stats = self.store.image_stats({**{self.plan.clean: clean}, **shifted})
+        rows = [dict(name=c.shift, shift_type=c.shift_type, condition=c.base.key, key=c.key,
+                     value=r['result']['value'], stats=stats[c],
+                     images=None if stats[c] is None else stats[c].num_images)
+                for c, r in shifted.items()]
+        settings = self.options.interval_settings
+        return shift_block(rows, id_value=clean['result']['value'],
+                           metric=self.task.metric_name, id_stats=stats[self.plan.clean],
+                           resamples=settings['resamples'], level=settings['level'],
+                           seed=settings['seed'])
 
     def _worst_case_panels(self, cases: dict) -> list:
         """Thumbnails of the worst cases: the model run again on each under its

@@ -16,7 +16,8 @@ from mmengine.logging import print_log
 from mmengine.runner import ValLoop
 from torch.utils.data import DataLoader
 
-from ..analysis.results import aggregate
+from ..analysis.results import aggregate, condition_result_from_metrics
+from ..analysis.shift_table import shift_block
 from reobench_corruptions.condition import Condition
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import get_task
@@ -45,7 +46,8 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
         **options: the options of :data:`~reobench_mm.robustness.options.VALIDATION_OPTIONS`
             (``corruptions``, default ``['cloud', 'gaussian_noise', 'haze']``;
             ``severities``, default ``[3]``; ``protocol``, ``seed``, ``border``;
-            ``decode_cache_bytes``, default 0: off), checked by
+            ``decode_cache_bytes``, default 0: off; ``shifts``, other test sets whose
+            keys ``shift/<name>/<metric>`` join the metrics), checked by
             :class:`~reobench_mm.robustness.options.RobustnessOptions`.
 
     Raises:
@@ -63,10 +65,12 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
         cfg = runner.cfg
         self.task = get_task(infer_task(cfg))
         self.ignore_index = label_ignore_index(evaluator)
+        given = dataloader
         dataloader, self.placements = self._place(dataloader, cfg.get('default_scope'),
                                                   'robustness validation')
         super().__init__(runner, dataloader, evaluator, fp16)
         self._find_steps()
+        self._make_condition_data(self.options, given, None, 'val_dataloader')
         self.decode_caches: list = []
 
     def run_iter(self, idx, data_batch: Sequence[dict]):
@@ -86,9 +90,21 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
             raw[condition], _ = self._evaluate_condition(condition)
         summary = aggregate(raw, protocol=self.plan.protocol, task=self.task.results_name,
                             expected_severities=self.plan.severities)
+        rows = []
+        for condition in self.options.shift_conditions:
+            values, _ = self._evaluate_any(condition)
+            result = condition_result_from_metrics(values, self.task.results_name)
+            rows.append(dict(name=condition.shift, shift_type=condition.shift_type,
+                             condition=condition.base.key, key=condition.key,
+                             value=result.value,
+                             images=len(self.condition_data.dataloader(
+                                 *self._own_data(condition))[0].dataset)))
+        if rows:
+            summary.shifts = shift_block(rows, id_value=summary.clean, metric=summary.metric)
         metrics = robustness_metrics(summary, raw[self.plan.clean])
         seconds = time.perf_counter() - start
-        print_log(f'robustness validation: {len(raw)} conditions in {seconds:.1f} s; '
+        print_log(f'robustness validation: {len(raw) + len(rows)} conditions in '
+                  f'{seconds:.1f} s; '
                   f'{summary.metric} clean {summary.clean:.2f}, avg {summary.avg:.2f}, '
                   f'delta_tp {summary.delta_tp:.2f}', logger='current')
         self.runner.call_hook('after_val_epoch', metrics=metrics)

@@ -1,0 +1,176 @@
+"""The real distribution shifts of one run: the ``shifts`` block of ``results.json``, its
+report section and its logger keys.
+
+A run with shift sets (other test sets evaluated as conditions, see
+``docs/distribution_shifts.md``) compares each with the run's own test set: ID is the
+clean metric on the test set, OOD the metric on the shift set, the drop ``ID - OOD`` and
+the relative drop ``(ID - OOD) / ID`` (a fraction; the report prints percent). Rows of a
+corruption evaluated on top of a set are compared with the same ID value. The block also
+gives, per shift type and over all sets (as they are, without corruptions on top), the
+mean OOD metric, drop and relative drop.
+
+Intervals: with per-image statistics for the clean test set and a shift set, the ID
+value is resampled over the test images exactly as the summary's clean interval is (the
+same counts), and the OOD value over the shift set's images, with a stream of its own per
+set (``numpy.random.default_rng((seed, 2, crc32(name)))``: adding a set leaves the
+others' intervals unchanged); the two image sets are independent, so each resample pairs
+one ID and one OOD replicate, and the drop's interval is the percentile interval of their
+differences. The rows of one set (as it is, and corruptions on top) share its resamples.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..evaluation.functional.bootstrap import resample_counts
+from .intervals import interval_of
+
+__all__ = ['ShiftRow', 'shift_block', 'shift_lines', 'shift_metric_keys', 'SHIFT_KEY_PREFIX']
+
+#: The logger keys of the shift sets: ``shift/<name>/<metric>``, ``shift/<name>/drop``, ...
+SHIFT_KEY_PREFIX = 'shift'
+ShiftRow = Dict[str, Any]
+
+
+def _relative(drop: float, ident: float) -> float:
+    return drop / ident if ident else math.nan
+
+
+def _replicates(row: ShiftRow, counts: Dict[str, np.ndarray], resamples: int,
+                seed: int) -> Optional[np.ndarray]:
+    stats = row.get('stats')
+    if stats is None:
+        return None
+    name = row['name']
+    if name not in counts:
+        stream = (int(seed), 2, zlib.crc32(name.encode('utf-8')))
+        counts[name] = resample_counts(stats.num_images, resamples, stream)
+    return np.asarray(stats.task.values(counts[name]), dtype=np.float64)
+
+
+def shift_block(rows: Sequence[ShiftRow], *, id_value: float, metric: str,
+                id_stats: Any = None, resamples: int = 0, level: float = 0.95,
+                seed: int = 0) -> Dict[str, Any]:
+    """The ``shifts`` block of ``results.json``.
+
+    Args:
+        rows: one per shift condition, in run order: ``name``, ``shift_type``,
+            ``condition`` (``'clean'`` or the corruption on top, ``'cloud@3'``), ``key``
+            (``'shift/<name>'``...), ``value`` (its metric, 0-100), ``images`` (its
+            number of images) and ``stats`` (its per-image statistics, or None).
+        id_value: the clean metric of the test set; ``id_stats``: its per-image
+            statistics (or None).
+        metric: the metric's display name.
+        resamples, level, seed: the bootstrap settings (0 resamples: no intervals).
+    """
+    intervals = bool(resamples) and id_stats is not None and \
+        all(r.get('stats') is not None for r in rows)
+    id_reps = None
+    if intervals:
+        id_reps = np.asarray(id_stats.task.values(
+            resample_counts(id_stats.num_images, resamples, seed)), dtype=np.float64)
+    counts: Dict[str, np.ndarray] = {}
+    sets, reps = [], []
+    for row in rows:
+        drop = id_value - row['value']
+        entry = dict(name=row['name'], shift_type=row['shift_type'],
+                     condition=row['condition'], key=row['key'], images=row.get('images'),
+                     id=id_value, ood=row['value'], drop=drop,
+                     relative_drop=_relative(drop, id_value))
+        if intervals:
+            ood = _replicates(row, counts, resamples, seed)
+            drops = id_reps - ood
+            with np.errstate(divide='ignore', invalid='ignore'):
+                relative = np.where(id_reps != 0, drops / id_reps, math.nan)
+            entry.update(ood_ci=interval_of(ood, level), drop_ci=interval_of(drops, level),
+                         relative_drop_ci=interval_of(relative, level))
+            reps.append((ood, drops, relative))
+        sets.append(entry)
+    plain = [i for i, s in enumerate(sets) if s['condition'] == 'clean']
+    groups = {'all': plain}
+    for i in plain:
+        groups.setdefault(sets[i]['shift_type'], []).append(i)
+    means = {}
+    for group, members in groups.items():
+        if not members:
+            continue
+        mean = dict(sets=len(members),
+                    ood=float(np.mean([sets[i]['ood'] for i in members])),
+                    drop=float(np.mean([sets[i]['drop'] for i in members])),
+                    relative_drop=float(np.mean([sets[i]['relative_drop']
+                                                 for i in members])))
+        if intervals:
+            for k, name in enumerate(('ood', 'drop', 'relative_drop')):
+                mean[f'{name}_ci'] = interval_of(
+                    np.mean([reps[i][k] for i in members], axis=0), level)
+        means[group] = mean
+    return dict(metric=metric, id=id_value, sets=sets, means=means,
+                intervals=dict(resamples=resamples, level=level, seed=seed)
+                if intervals else None)
+
+
+def _number(value: Optional[float], interval: Optional[Sequence[float]] = None,
+            scale: float = 1.0, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return 'n/a'
+    text = f'{value * scale:.{digits}f}'
+    if interval:
+        text += f' [{interval[0] * scale:.{digits}f}, {interval[1] * scale:.{digits}f}]'
+    return text
+
+
+def shift_lines(block: Mapping[str, Any]) -> List[str]:
+    """The report's section on the shift sets (markdown lines)."""
+    metric = block['metric']
+    level = (block.get('intervals') or {}).get('level')
+    lines = ['## Real distribution shifts', '',
+             f'Each shift set is another test set, evaluated as a condition of this run; '
+             f'ID is the clean {metric} on the test set, OOD the {metric} on the shift set, '
+             'the drop ID - OOD and the relative drop (ID - OOD) / ID.']
+    if level is not None:
+        lines[-1] += (f' Brackets: {level:.0%} bootstrap intervals over the test images '
+                      '(ID) and, independently, the shift set\'s images (OOD).')
+    lines += ['', f'| Shift set | Shift type | Condition | Images | ID {metric} | '
+              f'OOD {metric} | Drop | Relative drop (%) |', '|---|---|---|---:|---:|---:|'
+              '---:|---:|']
+    for s in block['sets']:
+        lines.append(f'| {s["name"]} | {s["shift_type"]} | {s["condition"]} | '
+                     f'{s.get("images") if s.get("images") is not None else "n/a"} | '
+                     f'{_number(s["id"])} | {_number(s["ood"], s.get("ood_ci"))} | '
+                     f'{_number(s["drop"], s.get("drop_ci"))} | '
+                     f'{_number(s["relative_drop"], s.get("relative_drop_ci"), 100.0, 1)} |')
+    if block['means']:
+        lines += ['', 'Means over the sets as they are (no corruption on top):', '',
+                  f'| Shift type | Sets | OOD {metric} | Drop | Relative drop (%) |',
+                  '|---|---:|---:|---:|---:|']
+        for group, mean in block['means'].items():
+            lines.append(f'| {group} | {mean["sets"]} | {_number(mean["ood"], mean.get("ood_ci"))}'
+                         f' | {_number(mean["drop"], mean.get("drop_ci"))} | '
+                         f'{_number(mean["relative_drop"], mean.get("relative_drop_ci"), 100.0, 1)}'
+                         ' |')
+    return lines + ['']
+
+
+def shift_metric_keys(block: Optional[Mapping[str, Any]]) -> Dict[str, float]:
+    """The logger keys of the shift sets: per set ``shift/<name>/<metric>``,
+    ``shift/<name>/drop`` and ``shift/<name>/relative_drop`` (a corruption on top adds its
+    condition: ``shift/<name>/cloud@3/<metric>``), and over all sets ``shift/avg``
+    (mean OOD metric) and ``shift/avg_relative_drop``."""
+    if not block:
+        return {}
+    metric, out = block['metric'], {}
+    for s in block['sets']:
+        base = f'{SHIFT_KEY_PREFIX}/{s["name"]}'
+        if s['condition'] != 'clean':
+            base = f'{base}/{s["condition"]}'
+        out[f'{base}/{metric}'] = float(s['ood'])
+        out[f'{base}/drop'] = float(s['drop'])
+        out[f'{base}/relative_drop'] = float(s['relative_drop'])
+    mean = block['means'].get('all')
+    if mean:
+        out[f'{SHIFT_KEY_PREFIX}/avg'] = float(mean['ood'])
+        out[f'{SHIFT_KEY_PREFIX}/avg_relative_drop'] = float(mean['relative_drop'])
+    return out

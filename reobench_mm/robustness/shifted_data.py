@@ -1,0 +1,152 @@
+"""The data of the conditions with test data of their own (the shift sets, the corrupted
+sets read from files): their dataloaders, checks and fingerprints.
+
+A shift set (:class:`~reobench_mm.robustness.shift_sets.ShiftSet`) is built the way the
+run's own test data is: the test dataloader's config with the set's dataset config in
+place of the test dataset (a dataset config without ``pipeline`` gets the test
+pipeline; a wrapper such as ``ClassMappedDataset`` gets it on the dataset it wraps), the
+switchable ``ApplyCorruption`` step placed in it as in the test pipeline
+(:func:`~reobench_mm.transforms.placement.place_condition`), and built by the runner
+(``Runner.build_dataloader``, seeded as ``TestLoop`` seeds its own). The set must have
+the test set's classes, in the same order: the evaluator scores the model's classes,
+and a set labelled otherwise is mapped first
+(:class:`~reobench_mm.datasets.class_mapped.ClassMappedDataset`).
+
+Each set is built once per run, when its first condition is evaluated; its decoded
+samples are not cached (each of its conditions reads its files again).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from reobench_corruptions.condition import CLEAN
+from ..errors import SweepError
+from ..transforms.placement import corruption_steps, place_condition
+from .fingerprint import canonical_json, dataset_fingerprint
+from .shift_sets import ShiftSet
+
+__all__ = ['ConditionData', 'shift_dataloader_cfg']
+
+
+def _innermost(dataset: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The dataset configs that load files: ``dataset`` itself, or those it wraps."""
+    inner = dataset.get('dataset')
+    many = dataset.get('datasets')
+    if isinstance(inner, dict):
+        return _innermost(inner)
+    if isinstance(many, (list, tuple)) and many:
+        return [d for item in many if isinstance(item, dict) for d in _innermost(item)]
+    return [dataset]
+
+
+def _test_pipeline(dataloader_cfg: Mapping[str, Any]) -> Optional[list]:
+    for dataset in _innermost(copy.deepcopy(dict(dataloader_cfg.get('dataset') or {}))):
+        if isinstance(dataset.get('pipeline'), list):
+            return dataset['pipeline']
+    return None
+
+
+def shift_dataloader_cfg(dataloader_cfg: Mapping[str, Any], shift: ShiftSet) -> dict:
+    """The dataloader config of ``shift``: a copy of the test dataloader's
+    ``dataloader_cfg`` (before the corruption step is placed) with the set's dataset,
+    which takes the test pipeline where it (or the dataset it wraps) has none.
+
+    Raises:
+        SweepError: the set has no pipeline and the test dataloader has none to give.
+    """
+    cfg = copy.deepcopy(dict(dataloader_cfg))
+    dataset = copy.deepcopy(shift.dataset)
+    pipeline = _test_pipeline(dataloader_cfg)
+    for inner in _innermost(dataset):
+        if inner.get('pipeline') is None:
+            if pipeline is None:
+                raise SweepError(f'shift set {shift.name!r}: its dataset has no pipeline and '
+                                 'the test dataloader has none to take; give one')
+            inner['pipeline'] = copy.deepcopy(pipeline)
+    cfg['dataset'] = dataset
+    if cfg.get('persistent_workers'):
+        cfg['persistent_workers'] = False
+    return cfg
+
+
+def _classes(dataset: Any) -> Optional[Tuple[str, ...]]:
+    classes = (getattr(dataset, 'metainfo', None) or {}).get('classes')
+    return None if classes is None else tuple(classes)
+
+
+class ConditionData:
+    """The built test data of the conditions that have data of their own: the shift sets
+    (keyed ``shift:<name>``) and the corrupted sets read from files (keyed
+    ``files:<tag>``), each built when first needed.
+
+    Args:
+        build: builds a dataloader from a config (``lambda cfg:
+            runner.build_dataloader(cfg, seed=runner.seed)``).
+        reference: the run's own test dataset (its classes are the model's).
+        scope: the config's default scope; ``ignore_index``: the evaluator's ignored label.
+    """
+
+    def __init__(self, build: Callable[[dict], Any], reference: Any, scope: Optional[str],
+                 ignore_index: Optional[int]) -> None:
+        self.build, self.reference = build, reference
+        self.scope, self.ignore_index = scope, ignore_index
+        self._built: Dict[str, Tuple[Any, list]] = {}
+        self._fingerprints: Dict[str, Dict[str, Any]] = {}
+
+    def place(self, cfg: dict, what: str) -> dict:
+        """``cfg`` with the switchable corruption step placed (clean)."""
+        try:
+            place_condition(cfg, CLEAN, self.scope, geometric=True, override=True,
+                            ignore_index=self.ignore_index)
+        except ValueError as error:
+            raise SweepError(f'{what}: {error}') from None
+        return cfg
+
+    def dataloader(self, key: str, make_cfg: Callable[[], dict], what: str
+                   ) -> Tuple[Any, list]:
+        """``(dataloader, ApplyCorruption steps)`` of ``key``, built once from
+        ``make_cfg()`` (a placed dataloader config); ``what`` names it in errors.
+
+        Raises:
+            SweepError: it cannot be built, is empty, or has other classes than the test
+                set (both lists named).
+        """
+        if key in self._built:
+            return self._built[key]
+        cfg = make_cfg()
+        try:
+            loader = self.build(cfg)
+        except SweepError:
+            raise
+        except Exception as error:  # a bad dataset config: say which set
+            raise SweepError(f'{what} cannot be built: {type(error).__name__}: '
+                             f'{error}') from None
+        dataset = loader.dataset
+        if len(dataset) == 0:
+            raise SweepError(f'{what} has no samples (check its data_root, ann_file and '
+                             'data_prefix)')
+        ours, theirs = _classes(self.reference), _classes(dataset)
+        if ours != theirs:
+            raise SweepError(
+                f'{what} has the classes {list(theirs or [])}, the test set (the model) '
+                f'{list(ours or [])}: wrap it in ClassMappedDataset with a class map onto '
+                "the model's classes (docs/distribution_shifts.md)")
+        steps = corruption_steps(dataset)
+        if not steps:
+            raise SweepError(f'{what}: no ApplyCorruption step in its built pipeline')
+        self._built[key] = (loader, steps)
+        self._fingerprints[key] = dict(
+            dataset_config_sha256=hashlib.sha256(
+                canonical_json(cfg.get('dataset')).encode('utf-8')).hexdigest(),
+            **dataset_fingerprint(dataset))
+        return loader, steps
+
+    def fingerprint(self, key: str, make_cfg: Callable[[], dict], what: str
+                    ) -> Dict[str, Any]:
+        """What the numbers of ``key`` depend on beyond the run's inputs: the SHA-256 of
+        its dataset config and :func:`~reobench_mm.robustness.fingerprint.dataset_fingerprint`
+        of the built set (every sample, and the size and time of its files)."""
+        self.dataloader(key, make_cfg, what)
+        return dict(self._fingerprints[key])
