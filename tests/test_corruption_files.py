@@ -7,7 +7,6 @@ import os
 import os.path as osp
 
 import cv2
-import numpy as np
 import pytest
 from mmengine.config import Config
 from mmengine.runner import Runner

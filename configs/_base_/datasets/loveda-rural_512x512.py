@@ -1,0 +1,14 @@
+# LoveDA's Rural domain in the official layout (Train.zip and Val.zip unzipped into
+# data/loveDA_official): trained on Train/Rural, evaluated on Val/Rural, with
+# MMSegmentation's LoveDA settings (LoveDADataset, labels 1..7 read with
+# reduce_zero_label=True). Its out-of-distribution partner is Val/Urban
+# (../shifts/loveda.py).
+_base_ = ['mmseg::_base_/datasets/loveda.py']
+data_root = 'data/loveDA_official'
+train_dataloader = dict(dataset=dict(
+    data_root=data_root,
+    data_prefix=dict(img_path='Train/Rural/images_png', seg_map_path='Train/Rural/masks_png')))
+val_dataloader = dict(dataset=dict(
+    data_root=data_root,
+    data_prefix=dict(img_path='Val/Rural/images_png', seg_map_path='Val/Rural/masks_png')))
+test_dataloader = val_dataloader
