@@ -45,6 +45,7 @@ def _bad_inputs(tmp):
         'tools/test.py': ([SEG_DEMO_CONFIG, truncated], 'truncated'),
         'tools/train.py': ([missing + '.py'], 'does not exist'),
         'tools/analysis_tools/data_budget.py': ([missing + '.py'], 'does not exist'),
+        'tools/analysis_tools/finetune_compare.py': ([missing + '.py'], 'does not exist'),
         'tools/analysis_tools/representation_drift.py': (
             [SEG_DEMO_CONFIG, empty, '--corruptions', 'cloud'], 'empty'),
         'tools/analysis_tools/robust_recipe.py': ([missing + '.py', missing + '2.py'],

@@ -39,6 +39,7 @@ from ..evaluation.keys import get_task
 from ..fileio import dump_json_atomic, file_sha256, json_round_trip, read_json
 from ..utils.config import infer_task, prepare_train_config, read_config
 from .options import RobustnessOptions
+from .shift_sets import shifts_to_dict
 from .sweep import RobustnessSweep
 
 __all__ = [
@@ -55,7 +56,7 @@ DEFAULT_FRACTIONS = (0.01, 0.1, 0.25, 0.5, 0.75)
 DEFAULT_SEEDS = (0, 1, 2)
 #: The robustness options a data-budget run takes (the driver sets the others).
 DATA_BUDGET_OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'border',
-                       'calibration', 'decode_cache_bytes', 'seen_corruptions')
+                       'calibration', 'decode_cache_bytes', 'seen_corruptions', 'shifts')
 #: Their defaults where they differ from a sweep's: two corruptions at severity 3, with
 #: calibration.
 DATA_BUDGET_DEFAULTS = dict(corruptions=('cloud', 'gaussian_noise'), severities=(3, ),
@@ -323,7 +324,7 @@ def run_data_budget(configs: Sequence[str],
         corruptions=options.corruptions, severities=options.severities,
         protocol=options.protocol, corruption_seed=options.seed,
         calibration=options.calibration, cfg_options=cfg_options,
-        seen_corruptions=options.seen_corruptions))
+        seen_corruptions=options.seen_corruptions, shifts=shifts_to_dict(options.shifts)))
     for config, model in zip(configs, models):
         train_settings = json_round_trip(dict(config=osp.abspath(config),
                                               config_sha256=file_sha256(config),

@@ -3,6 +3,7 @@ from .base import (OUT_INDEX_PRESETS, DenseViTBackbone, check_state_dict,
                    load_checkpoint_file, resample_position_embedding, resolve_out_indices,
                    unwrap_state_dict)
 from .clip_vit import CLIPVisionTransformer
+from .imagenet_vit import ImageNetViT
 from .rvsa import RVSA
 from .satmae import SatMAE, SatMAEPlusPlus
 from .scale_mae import ScaleMAE
@@ -11,7 +12,7 @@ from .vitae_rvsa import ViTAENCRVSA
 
 __all__ = [
     'DenseViTBackbone', 'TimmViTBackbone', 'RVSA', 'ViTAENCRVSA', 'SatMAE', 'SatMAEPlusPlus',
-    'ScaleMAE',
+    'ScaleMAE', 'ImageNetViT',
     'CLIPVisionTransformer', 'OUT_INDEX_PRESETS', 'resolve_out_indices',
     'load_checkpoint_file', 'unwrap_state_dict', 'check_state_dict',
     'resample_position_embedding'
