@@ -56,6 +56,12 @@ def test_bad_corruption_files_are_refused(value, message):
         RobustnessOptions.create(dict(corruption_files=value))
 
 
+def test_corruption_files_with_several_corruption_seeds_are_refused():
+    with pytest.raises(SweepError, match='corruption_files with corruption_seeds > 1'):
+        RobustnessOptions.create(dict(corruption_files=dict(dataset=dict(data_root='a')),
+                                      corruption_seeds=2))
+
+
 def test_corruption_files_with_a_temperature_split_are_refused():
     with pytest.raises(SweepError, match='corruption_files with temperature_split'):
         RobustnessOptions.create(dict(corruption_files=dict(dataset=dict(data_root='a')),

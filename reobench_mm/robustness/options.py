@@ -165,6 +165,10 @@ class RobustnessOptions:
         set_(self, 'shifts', parse_shifts(self.shifts, self.protocol))
         set_(self, 'corruption_files', parse_corruption_files(self.corruption_files,
                                                               self.protocol))
+        if self.corruption_files is not None and self.corruption_seeds > 1:
+            raise SweepError('corruption_files with corruption_seeds > 1: a condition read '
+                             'from files has one draw, its files; evaluate the seeds of the '
+                             'synthesised corruptions in a run without corruption_files')
         if self.corruption_files is not None and self.temperature_split is not None:
             raise SweepError('corruption_files with temperature_split: the files of a '
                              'geometric corruption would be split by their own labels; fit '
