@@ -8,8 +8,9 @@ Both models are the demo configs' freshly initialised ones (seeded): the same we
 every machine. (A model trained in the test was not: training amplifies the last-bit
 differences of the CPU's vector kernels, and machines of another processor gave a clean
 mIoU 0.4 apart.) The forward passes still differ in the last bits between processors,
-so numbers are compared to a relative 1e-6 and the report, whose printed digits such
-differences do not reach, exactly. Regenerate the file only when a change is meant to
+so numbers are compared to a relative 1e-6 (the risk-coverage areas, which order pixels
+by confidence, to 1e-4) and the report, whose printed digits such differences do not
+reach, exactly. Regenerate the file only when a change is meant to
 change the numbers (and say why in the commit message)::
 
     python tests/test_reference_sweeps.py --write
@@ -90,7 +91,11 @@ def _close(got, expected, where='') -> list:
             and not isinstance(expected, bool) and not isinstance(got, bool):
         if expected != expected and got != got:
             return []
-        return [] if math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9) else \
+        # the risk-coverage areas order the pixels by confidence: the forward's last-bit
+        # differences between processors reorder near ties (3e-6 relative measured between
+        # two processors), so they are compared to 1e-4
+        rel_tol = 1e-4 if 'AURC' in where else 1e-6
+        return [] if math.isclose(got, expected, rel_tol=rel_tol, abs_tol=1e-9) else \
             [f'{where}: {got!r}, expected {expected!r}']
     return [] if got == expected else [f'{where}: {got!r}, expected {expected!r}']
 

@@ -59,19 +59,23 @@ def test_demo_trains_sweeps_and_reuses(tmp_path):
     # off a terminal the progress bars print plain lines
     assert 'train: 4/4 (100%)' in first and first.count('\r') == 0, 'progress lines'
     for task in ('segmentation', 'detection'):
-        assert f'[demo] {task}: robustness sweep over 2 conditions' in first
-        assert f'[demo] {task}: 2 conditions evaluated, 0 reused' in first
+        assert f'[demo] {task}: robustness sweep over 3 conditions' in first  # + the shift
+        assert f'[demo] {task}: 3 conditions evaluated, 0 reused' in first
     tables = _tables(first)
     assert set(tables) == {'segmentation', 'detection'}
-    for task, metric, folder in (('segmentation', 'mIoU', 'seg'), ('detection', 'mAP', 'det')):
+    for task, metric, folder, shifted in (('segmentation', 'mIoU', 'seg', 'potsdam_shifted'),
+                                          ('detection', 'mAP', 'det', 'dior_shifted')):
         lines = tables[task]
         assert lines[0].split() == ['Clean', 'Gaussian', 'Noise', 'Avg', 'ΔTP']
         assert lines[1].split()[0] == metric and lines[2].split()[0] == 'ECE'
+        assert lines[3].strip().startswith(f'ID -> OOD {shifted} (')
         report = tmp_path / 'work' / folder / 'robustness' / 'report.md'
-        assert lines[3].strip() == f'report: {report}' and report.is_file()
+        assert lines[4].strip() == f'report: {report}' and report.is_file()
         with open(report.parent / 'results.json') as f:
             numbers = json.load(f)['numbers']
         assert [c['condition'] for c in numbers['conditions']] == ['clean', 'gaussian_noise@5']
+        row = numbers['shifts']['sets'][0]
+        assert row['name'] == shifted and f"{row['id']:.2f} -> {row['ood']:.2f}" in lines[3]
         assert numbers['per_class'] is not None and 'calib/ECE' in numbers['extra']
         assert lines[1].split()[1] == f"{numbers['clean']:.2f}"
     assert (tmp_path / 'work' / 'seg' / 'robustness' / 'temperature.json').is_file()
@@ -79,17 +83,18 @@ def test_demo_trains_sweeps_and_reuses(tmp_path):
     second = _run(args)
     assert 'data: reusing' in second and 'segmentation: reusing' in second
     assert 'detection: reusing' in second
-    assert '[demo] segmentation: 0 conditions evaluated, 2 reused' in second
+    assert '[demo] segmentation: 0 conditions evaluated, 3 reused' in second
     assert _tables(second) == tables
 
 
 def _tables(output):
-    """task -> the lines of its printed table (header, metric, ECE, report path)."""
+    """task -> the lines of its printed table (header, metric, ECE, the ID -> OOD row,
+    report path)."""
     lines = output.splitlines()
     tables = {}
     for index, line in enumerate(lines):
         if line in ('  segmentation:', '  detection:'):
-            tables[line.strip(' :')] = lines[index + 1:index + 5]
+            tables[line.strip(' :')] = lines[index + 1:index + 6]
     return tables
 
 

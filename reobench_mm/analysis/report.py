@@ -431,7 +431,11 @@ def _temperature_text(provenance: Mapping[str, Any]) -> Optional[str]:
     count = record.get('num_images')
     if isinstance(count, int) and 'images' not in source:
         source += f' ({count} images)'
-    return f'{record["temperature"]:.3f}, from {source}'
+    value = float(record['temperature'])
+    # three decimals for a usable temperature; a degenerate one (an untrained model's
+    # 3e8) in six significant digits, which the last bits of the fit do not reach
+    text = f'{value:.3f}' if abs(value) < 1e4 else f'{value:.6g}'
+    return f'{text}, from {source}'
 
 
 # ----------------------------------------------------------------------------------
