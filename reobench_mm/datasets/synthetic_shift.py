@@ -26,8 +26,8 @@ from typing import Dict, List, Tuple
 import cv2
 import numpy as np
 
-from .synthetic import (OrientedObject, draw_dior_scene, draw_potsdam_scene, write_dior,
-                        write_potsdam)
+from .synthetic import (POTSDAM_LABEL_IDS, OrientedObject, draw_dior_scene,
+                        draw_potsdam_scene, write_dior, write_potsdam)
 
 __all__ = ['SHIFTED_DATA_VERSION', 'SHIFTED_SETS', 'near_infrared_composite', 'arid_palette',
            'draw_potsdam_shifted', 'draw_dior_shifted', 'write_shifted_demo_data',
@@ -40,7 +40,7 @@ SHIFTED_SETS = {'potsdam_shifted': 'potsdam', 'dior_shifted': 'dior'}
 #: Scenes per side of a mosaic: the ground sampling distance grows by this factor.
 MOSAIC = 2
 _SEED_OFFSET = 7919  # other scenes than the demo sets' own
-_VEGETATION = (3, 4)  # low vegetation and tree label ids
+_VEGETATION = (POTSDAM_LABEL_IDS['low_vegetation'], POTSDAM_LABEL_IDS['tree'])
 
 
 def near_infrared_composite(image: np.ndarray, label: np.ndarray) -> np.ndarray:

@@ -255,6 +255,17 @@ class RobustnessOptions:
         return shift_conditions(self.shifts, self.clean)
 
     @property
+    def conditions(self) -> List[Any]:
+        """The conditions of a run with these options: the plan's (the shard's, or all),
+        then the shift sets'."""
+        return self.plan.conditions + self.shift_conditions
+
+    @property
+    def all_conditions(self) -> List[Any]:
+        """Every condition of the run, all shards together."""
+        return self.plan.all_conditions + self.shift_conditions
+
+    @property
     def temperature_fit(self) -> Dict[str, Any]:
         """The temperature-fit settings (empty without temperature scaling)."""
         if not self.temperature_scaling:

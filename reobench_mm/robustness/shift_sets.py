@@ -31,7 +31,7 @@ from ..errors import SweepError
 from .plan import select_corruptions, select_severities
 
 __all__ = ['ShiftSet', 'ShiftCondition', 'parse_shifts', 'shifts_to_dict', 'SHIFT_PREFIX',
-           'is_shift_condition', 'shift_conditions']
+           'shift_conditions']
 
 #: The first part of a shift condition's key (``shift/vaihingen``) and logger keys.
 SHIFT_PREFIX = 'shift'
@@ -91,10 +91,6 @@ class ShiftCondition:
 
     def __str__(self) -> str:
         return self.key
-
-
-def is_shift_condition(condition: Any) -> bool:
-    return isinstance(condition, ShiftCondition)
 
 
 @dataclass(frozen=True)

@@ -160,11 +160,11 @@ class RobustnessSweep:
     def conditions(self) -> List[Any]:
         """The conditions of this run (the shard's, or all; the shift sets' after the
         corruptions)."""
-        return self.plan.conditions + self.options.shift_conditions
+        return self.options.conditions
 
     @property
     def all_conditions(self) -> List[Any]:
-        return self.plan.all_conditions + self.options.shift_conditions
+        return self.options.all_conditions
 
     def condition_file(self, condition: Any) -> str:
         if not isinstance(condition, ShiftCondition):

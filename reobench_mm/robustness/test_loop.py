@@ -192,12 +192,12 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
     def conditions(self) -> List[Any]:
         """The conditions of this run (the shard's, or all; the shift sets' after the
         corruptions)."""
-        return self.plan.conditions + self.options.shift_conditions
+        return self.options.conditions
 
     @property
     def all_conditions(self) -> List[Any]:
         """Every condition of the run, all shards together."""
-        return self.plan.all_conditions + self.options.shift_conditions
+        return self.options.all_conditions
 
     def _coerce(self, value: Any) -> Any:
         """A condition of this run: a shift condition as it is, else
