@@ -14,6 +14,7 @@ import torch
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
+from calibration_reference import reference_mce, whole_bin_adaptive_ece
 from conftest import SEG_DEMO_CONFIG, demo_config, free_port
 from reobench_mm.analysis.plotting import plot_reliability_diagrams
 from reobench_mm.evaluation.functional.calibration import NLL_EPSILON, PixelCalibrationStats
@@ -115,8 +116,14 @@ def reference_metrics(probs: np.ndarray, labels: np.ndarray, num_bins: int = 15,
         size, errs = stop - start, errors[order][start:stop].sum()
         for t in range(1, size + 1):
             bound += min(t, size - t, errs, size - errs) / (start + t)
+    class_mce = [reference_mce(p[k], (y == k).astype(float), num_bins)
+                 if (y == k).any() else math.nan for k in range(num_classes)]
+    adaptive, adaptive_bound, _ = whole_bin_adaptive_ece(conf, correct, selective_bins,
+                                                         num_bins)
     return {
         'ECE': ece,
+        'aECE': adaptive,
+        'MCE': reference_mce(conf, correct, num_bins),
         'gap': conf.mean() - correct.mean(),
         'NLL': np.mean(-np.log(np.maximum(p_true, NLL_EPSILON))),
         'Brier': np.mean(np.sum((p - one_hot) ** 2, axis=0)),
@@ -126,6 +133,8 @@ def reference_metrics(probs: np.ndarray, labels: np.ndarray, num_bins: int = 15,
         'acc@90cov': 1.0 - quantised[keep - 1] / keep,
         # extras
         'per_class': per_class,
+        'per_class_mce': class_mce,
+        'aECE_bound': adaptive_bound,
         'reliability': dict(count=counts, mean_confidence=mean_conf, accuracy=acc),
         'AURC_raw': np.mean(raw / ranks),
         'acc@90cov_raw': 1.0 - raw[keep - 1] / keep,
@@ -176,6 +185,9 @@ def test_stats_match_direct_computation(num_classes):
 
     np.testing.assert_allclose(stats.classwise_calibration_errors(), ref['per_class'],
                                rtol=1e-10)
+    np.testing.assert_allclose(stats.classwise_maximum_calibration_errors(),
+                               ref['per_class_mce'], rtol=1e-10)
+    assert stats.adaptive_calibration().bound == pytest.approx(ref['aECE_bound'], rel=1e-9)
     reliability = stats.reliability_diagram()
     assert reliability['bin_edges'] == np.linspace(0, 1, 16).tolist()
     assert reliability['count'] == ref['reliability']['count']

@@ -25,7 +25,8 @@ from reobench_mm.analysis.results import aggregate
 from reobench_mm.datasets.subset import (FractionDataset, apply_data_fraction,
                                          subset_indices)
 from reobench_mm.fileio import json_round_trip
-from reobench_mm.analysis.data_budget import (BAND_KEYS, DATA_BUDGET_FILES, budget_row,
+from reobench_mm.analysis.data_budget import (BAND_KEYS, DATA_BUDGET_FILES, MODEL_TAU_KEYS,
+                                              budget_row,
                                               data_budget_csv_text, data_budget_markdown,
                                               data_budget_seeds_csv_text,
                                               kendall_tau_by_fraction, seed_band,
@@ -306,6 +307,11 @@ def test_summarize_seeds_against_numpy(seeds):
             values = [r[key] for r in mine]
             _check_band(row['band'][key], values)
             assert row[key] == pytest.approx(np.mean(values), rel=1e-12)
+        # each seed's numbers, in the order of the seeds, for the per-seed τ
+        for key in MODEL_TAU_KEYS:
+            assert row['per_seed'][key] == [r[key] for r in mine]
+        assert row['per_seed']['conditions'] == {
+            c: [r['conditions'][c] for r in mine] for c in conditions}
         for condition in conditions:
             values = [r['conditions'][condition] for r in mine]
             _check_band(row['condition_band'][condition], values)

@@ -16,6 +16,7 @@ from reobench_mm.evaluation.metrics.detection_calibration import \
     RotatedDetectionCalibrationMetric
 from reobench_mm.registry import METRICS
 
+from calibration_reference import reference_mce
 from conftest import DET_DEMO_CONFIG, demo_config
 
 CLASSES = ('airplane', 'ship', 'storagetank')
@@ -111,9 +112,11 @@ def _reference_metrics(samples, num_classes, iou_thr=0.5, score_thr=0.0):
     ece, counts, score_sums, tp_sums = _reference_ece(scores, tps)
     class_eces = {c: _reference_ece(scores[labels == c], tps[labels == c])[0]
                   for c in range(num_classes) if np.any(labels == c)}
-    return dict(ECE=ece, gap=scores.mean() - tps.mean(),
+    class_mces = {c: reference_mce(scores[labels == c], tps[labels == c])
+                  for c in class_eces}
+    return dict(ECE=ece, MCE=reference_mce(scores, tps), gap=scores.mean() - tps.mean(),
                 cwECE=float(np.mean(list(class_eces.values()))),
-                num_detections=len(scores)), class_eces, counts, flags
+                num_detections=len(scores), class_mces=class_mces), class_eces, counts, flags
 
 
 # ----------------------------------------------------------------------------------------
@@ -182,7 +185,7 @@ def test_equals_direct_computation_on_random_boxes(iou_thr, score_thr):
     if iou_thr <= 0.5:
         assert np.sum(flags == -1) >= 1
     assert got['calib/num_detections'] == expected['num_detections']
-    for key in ('ECE', 'gap', 'cwECE'):
+    for key in ('ECE', 'MCE', 'gap', 'cwECE'):
         assert got[f'calib/{key}'] == pytest.approx(expected[key], abs=1e-9), key
     assert details['reliability']['count'] == counts.tolist()
     assert details['reliability']['count'][-1] >= 1  # the exact 1.0 scores
@@ -190,8 +193,11 @@ def test_equals_direct_computation_on_random_boxes(iou_thr, score_thr):
         if index in class_eces:
             assert details['per_class'][name]['ECE'] == pytest.approx(class_eces[index],
                                                                       abs=1e-9)
+            assert details['per_class'][name]['MCE'] == pytest.approx(
+                expected['class_mces'][index], abs=1e-9)
         else:
             assert details['per_class'][name]['ECE'] is None
+            assert details['per_class'][name]['MCE'] is None
 
 
 def test_matcher_flags_equal_the_reference_matcher():
@@ -226,6 +232,8 @@ def test_known_values_by_hand():
     assert got['calib/ECE'] == pytest.approx((0.1 + 0.8 + 0.1) / 3)
     assert got['calib/gap'] == pytest.approx((0.9 + 0.8 + 0.1) / 3 - 1 / 3)
     assert got['calib/cwECE'] == pytest.approx(got['calib/ECE'])
+    assert got['calib/MCE'] == pytest.approx(0.8)  # the FP at 0.8 alone in its bin
+    assert details['per_class']['airplane']['MCE'] == pytest.approx(0.8)
     reliability = details['reliability']
     assert reliability['bin_edges'][13:15] == pytest.approx([13 / 15, 14 / 15])
     assert reliability['count'][13] == 1
@@ -327,6 +335,7 @@ def test_no_detections_give_nan():
     got, details = _evaluate([sample])
     assert got['calib/num_detections'] == 0
     assert np.isnan(got['calib/ECE']) and np.isnan(got['calib/cwECE'])
+    assert np.isnan(got['calib/MCE'])
     assert details['per_class']['ship']['ECE'] is None
 
 
@@ -371,7 +380,7 @@ def test_demo_oriented_rcnn_predictions_equal_direct_computation(demo_detector_r
         if prefix == 'calib_loose':  # a loose IoU finds true positives after 10 iterations
             assert np.sum(flags == 1) >= 1
         assert metrics[f'{prefix}/num_detections'] == expected['num_detections']
-        for key in ('ECE', 'gap', 'cwECE'):
+        for key in ('ECE', 'MCE', 'gap', 'cwECE'):
             assert metrics[f'{prefix}/{key}'] == pytest.approx(expected[key], abs=1e-6), key
     assert 0 < metrics['calib_loose/num_detections'] < metrics['calib/num_detections']
     details = evaluator_metrics[1].last_details

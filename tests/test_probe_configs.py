@@ -15,7 +15,7 @@ import reobench_mm  # noqa: F401  (registration)
 
 from conftest import PROJECT_ROOT, SEG_DEMO_CONFIG
 
-PROBE_CONFIGS = sorted(glob.glob(osp.join(PROJECT_ROOT, 'configs/probe/*.py')))
+PROBE_CONFIGS = sorted(glob.glob(osp.join(PROJECT_ROOT, 'configs/probe/linear-probe_*.py')))
 DEMO_PROBE_CONFIG = osp.join(PROJECT_ROOT, 'configs', 'demo',
                              'linear-probe_r18-tiny_frozen_1xb4-600i_demo-potsdam-128x128.py')
 BACKBONE_BASES = sorted(glob.glob(osp.join(PROJECT_ROOT, 'configs/_base_/backbones/*.py')))

@@ -740,7 +740,7 @@ def test_sample_drift_end_to_end_matches_numpy(tiny_segmentor, sample_test_root,
     settings = document['settings']
     assert settings['representation'] == 'sample' and settings['pr_convention'] == 'raw'
     assert settings['protocol'] == 'reobench' and settings['tokens_per_image'] is None
-    assert document['format'] == 'reobench_mm.representation_drift/2'
+    assert document['format'] == 'reobench_mm.representation_drift/3'
     clean, noise, rotate = document['conditions']
     blocks = [f'backbone.layer{i}' for i in range(1, 5)]
     clean_levels = _pooled_backbone_levels(config, checkpoint, sample_test_root)

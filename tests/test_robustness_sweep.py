@@ -328,7 +328,7 @@ def test_rotated_detection_sweep(demo_data, tmp_path):
     classes = ['airplane', 'ship', 'storagetank', 'vehicle']
     assert set(record['metrics']) == {'dota/mAP', 'dota/AP50'} | \
         {f'dota/AP.{c}' for c in classes} | \
-        {f'calib/{k}' for k in ('ECE', 'gap', 'cwECE', 'num_detections')}
+        {f'calib/{k}' for k in ('ECE', 'MCE', 'gap', 'cwECE', 'num_detections')}
     assert record['task'] == 'rotated_detection'
     reliability = record['calibration']['calib']['reliability']
     assert sum(reliability['count']) == record['metrics']['calib/num_detections']

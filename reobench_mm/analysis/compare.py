@@ -30,12 +30,21 @@ Files written by :func:`write_cross_model` (each atomically):
   models and whether top-1 differs from clean;
 * ``effective_robustness.csv`` -- one row per fit x model: ID, OOD, predicted OOD,
   effective robustness and its bootstrap interval;
-* ``kendall_tau_vs_severity.png`` and ``effective_robustness.png`` (unless
-  ``plots=False``);
+* ``rank_statistics.csv`` -- one row per rank statistic (any ``(measure, condition)``
+  ranking against another, :mod:`~reobench_mm.analysis.rank_report`): τ, p-value and,
+  where per-image statistics allow, its interval; ``rank_statistics_datasets.csv`` -- the
+  mean τ over further datasets, when given;
+* ``kendall_tau_vs_severity.png``, ``effective_robustness.png`` and, when a calibration
+  number is present, ``rank_scatter.png`` (unless ``plots=False``);
 * with the paired tests (:mod:`~reobench_mm.analysis.paired_models`):
   ``paired_differences.csv`` (one row per model x number: the difference to the
   reference, its interval, p-value, adjusted p-value, significance) and
-  ``rank_flips.csv``.
+  ``rank_flips.csv``;
+* with groups (:mod:`~reobench_mm.analysis.groups`): ``groups.csv`` (group means and
+  Mann–Whitney U tests), ``group_relative_drop.png``, ``group_ece_ratio.png``; with
+  drift files ``cka_ece_inflation.csv`` and ``cka_vs_ece_inflation.png``; with real
+  shifts (:mod:`~reobench_mm.analysis.synthetic_real`) ``synthetic_vs_real.csv``,
+  ``synthetic_vs_real.png`` and ``shift_drop_vs_delta_tp.png``.
 """
 from __future__ import annotations
 
@@ -55,13 +64,22 @@ from scipy import stats
 from ..evaluation.keys import ECE_KEY
 from ..fileio import atomic_write_text
 from .effective_robustness import EffectiveRobustnessFit, check_space, effective_robustness
+from .group_plots import write_group_plots
+from .groups import (DEFAULT_DRAWS, CkaEceCorrelation, GroupAnalysis, Groupings,
+                     analyze_groups, cka_csv_rows, cka_ece_correlation, groups_csv_rows,
+                     groups_markdown)
 from .model_set import ModelSet, load_model_set, load_shift_values
 from .paired import DEFAULT_PERMUTATIONS
 from .paired_models import (DEFAULT_ALPHA, PairedModels, flips_csv_rows, paired_csv_rows,
                             paired_markdown, paired_models)
-from .model_plots import plot_effective_robustness, plot_kendall_tau_vs_severity
+from .model_plots import (RANK_SCATTER_MEASURES, plot_effective_robustness,
+                          plot_kendall_tau_vs_severity, plot_rank_scatter)
+from .rank_report import (RankOptions, RankReport, datasets_csv_rows, rank_csv_rows,
+                          rank_markdown, rank_report, rank_report_to_dict)
 from .rank_stability import RankStability, TauRow, rank_stability
 from .results import AVG, SHIFT
+from .synthetic_real import (SyntheticVsReal, synthetic_real_csv_rows,
+                             synthetic_real_markdown, synthetic_vs_real)
 from .tables import column_title, fmt_number, markdown_table
 
 __all__ = [
@@ -73,8 +91,10 @@ __all__ = [
 
 CROSS_MODEL_FORMAT = 'reobench_mm.cross_model/1'
 CROSS_MODEL_FILES = ('cross_model.json', 'cross_model.md', 'model_conditions.csv',
-                     'rank_stability.csv', 'effective_robustness.csv')
-CROSS_MODEL_PLOTS = ('kendall_tau_vs_severity.png', 'effective_robustness.png')
+                     'rank_stability.csv', 'effective_robustness.csv',
+                     'rank_statistics.csv')
+CROSS_MODEL_PLOTS = ('kendall_tau_vs_severity.png', 'effective_robustness.png',
+                     'rank_scatter.png')
 
 
 @dataclass
@@ -87,6 +107,13 @@ class CrossModelComparison:
     notes: List[str] = field(default_factory=list)
     #: the paired tests (None without per-image statistics, or when not asked for)
     paired: Optional[PairedModels] = None
+    #: rank statistics: any (measure, condition) ranking against any other
+    ranks: Optional[RankReport] = None
+    #: groups of models (None without groups), CKA against ECE inflation (None without
+    #: drift files), corruption drops against real shift drops (None without shifts)
+    groups: Optional[GroupAnalysis] = None
+    cka_ece: Optional[CkaEceCorrelation] = None
+    synthetic_real: Optional[SyntheticVsReal] = None
 
 
 def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[str]]] = None,
@@ -96,7 +123,11 @@ def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[st
                    confidence: float = 0.95,
                    common_conditions: bool = False, paired: bool = True,
                    permutations: int = DEFAULT_PERMUTATIONS,
-                   alpha: float = DEFAULT_ALPHA) -> CrossModelComparison:
+                   alpha: float = DEFAULT_ALPHA,
+                   rank_options: Optional[RankOptions] = None,
+                   groups: Optional[Groupings] = None,
+                   drift_paths: Optional[Any] = None,
+                   drift_draws: int = DEFAULT_DRAWS) -> CrossModelComparison:
     """Load ``paths`` (and ``shift_paths``), then compute rank stability and
     effective robustness. See :func:`load_model_set` (its rules on names and conditions
     are those of every comparison; ``common_conditions=True`` restricts files of
@@ -105,7 +136,16 @@ def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[st
     With ``paired`` (and per-image statistics for every model) also the paired tests of
     :func:`~reobench_mm.analysis.paired_models.paired_models` (``n_bootstrap`` image
     resamples, ``permutations``, false discovery rate ``alpha``); models evaluated on
-    different images are then refused."""
+    different images are then refused. The rank statistics of
+    :func:`~reobench_mm.analysis.rank_report.rank_report` with ``rank_options`` (with
+    ``paired``, their intervals over the images on the paired tests' resamples).
+    With ``groups`` (``{grouping: {model: label}}``) the group statistics of
+    :func:`~reobench_mm.analysis.groups.analyze_groups`; with ``drift_paths`` (one
+    ``representation_drift.json`` per model in order, or ``{model: path}``) the CKA
+    correlation of :func:`~reobench_mm.analysis.groups.cka_ece_correlation`
+    (``drift_draws`` permutations, ``seed``); with real shifts (shift sets in every
+    results file, or ``shift_paths``) :func:`~reobench_mm.analysis.synthetic_real.
+    synthetic_vs_real` (``n_bootstrap`` resamples of the models, ``confidence``)."""
     check_space(space)
     model_set = load_model_set(paths, names, common_conditions=common_conditions)
     notes = list(model_set.notes)
@@ -127,7 +167,17 @@ def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[st
                                    seed=seed or 0, permutations=permutations, alpha=alpha)
         if why:
             notes.append(why)
-    return CrossModelComparison(model_set, rank, fits, shift_files, notes, tests)
+    ranks = rank_report(model_set, rank_options, names=names,
+                        common_conditions=common_conditions, resamples=n_bootstrap,
+                        level=confidence, seed=seed or 0, intervals=tests is not None)
+    notes += ranks.notes
+    group_stats = analyze_groups(model_set, groups) if groups is not None else None
+    cka = None if drift_paths is None else cka_ece_correlation(model_set, drift_paths,
+                                                               drift_draws, seed)
+    real = synthetic_vs_real(model_set, shift_values, resamples=n_bootstrap,
+                             level=confidence, seed=seed)
+    return CrossModelComparison(model_set, rank, fits, shift_files, notes, tests, ranks,
+                                group_stats, cka, real)
 
 
 def _number(value: Any) -> Optional[float]:
@@ -195,7 +245,14 @@ def comparison_to_dict(comparison: CrossModelComparison) -> Dict[str, Any]:
             'corruptions': ms.corruptions, 'severities': ms.severities,
             'dropped': ms.dropped, 'notes': comparison.notes, 'models': models,
             'rank_stability': rank, 'effective_robustness': fits,
-            'paired': None if comparison.paired is None else comparison.paired.to_dict()}
+            'paired': None if comparison.paired is None else comparison.paired.to_dict(),
+            'rank_statistics': None if comparison.ranks is None
+            else rank_report_to_dict(comparison.ranks),
+            'groups': None if comparison.groups is None else comparison.groups.to_dict(),
+            'cka_ece_inflation': None if comparison.cka_ece is None
+            else comparison.cka_ece.to_dict(),
+            'synthetic_vs_real': None if comparison.synthetic_real is None
+            else comparison.synthetic_real.to_dict()}
 
 
 # ----------------------------------------------------------------------------------
@@ -290,8 +347,14 @@ def cross_model_markdown(comparison: CrossModelComparison) -> str:
             cells.append(text)
         rows.append(cells)
     lines += markdown_table(header, rows) + ['']
+    if comparison.ranks is not None:
+        lines += rank_markdown(comparison.ranks, ms)
     if comparison.paired is not None:
         lines += paired_markdown(comparison.paired, ms)
+    if comparison.groups is not None or comparison.cka_ece is not None:
+        lines += groups_markdown(comparison.groups, comparison.cka_ece)
+    if comparison.synthetic_real is not None:
+        lines += synthetic_real_markdown(comparison.synthetic_real)
     return '\n'.join(lines)
 
 
@@ -386,9 +449,30 @@ def write_cross_model(comparison: CrossModelComparison, out_dir: str,
         for name, rows in (('paired_differences.csv', paired_csv_rows(comparison.paired)),
                            ('rank_flips.csv', flips_csv_rows(comparison.paired))):
             files[name] = atomic_write_text(path(name), _csv_text(*rows))
+    for name, part, csv_rows in (
+            ('groups.csv', comparison.groups, groups_csv_rows),
+            ('cka_ece_inflation.csv', comparison.cka_ece, cka_csv_rows),
+            ('synthetic_vs_real.csv', comparison.synthetic_real, synthetic_real_csv_rows)):
+        if part is not None:
+            files[name] = atomic_write_text(path(name), _csv_text(*csv_rows(part)))
+    ranks = comparison.ranks
+    if ranks is not None:
+        files['rank_statistics.csv'] = atomic_write_text(path('rank_statistics.csv'),
+                                                         _csv_text(*rank_csv_rows(ranks)))
+        if ranks.average is not None:
+            files['rank_statistics_datasets.csv'] = atomic_write_text(
+                path('rank_statistics_datasets.csv'),
+                _csv_text(*datasets_csv_rows(ranks.average)))
     if plots:
+        files.update(write_group_plots(out_dir, comparison.model_set.corruptions,
+                                       comparison.groups, comparison.cka_ece,
+                                       comparison.synthetic_real))
         files['kendall_tau_vs_severity.png'] = plot_kendall_tau_vs_severity(
             comparison.rank, comparison.model_set, path('kendall_tau_vs_severity.png'))
         files['effective_robustness.png'] = plot_effective_robustness(
             comparison.fits, comparison.model_set, path('effective_robustness.png'))
+        if ranks is not None and any(m in comparison.model_set.values
+                                     for m in RANK_SCATTER_MEASURES):
+            files['rank_scatter.png'] = plot_rank_scatter(
+                comparison.model_set, path('rank_scatter.png'), ranks.scatter_conditions)
     return files

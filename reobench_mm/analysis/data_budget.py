@@ -21,6 +21,14 @@ the ranking at the largest fraction:
   order of the harmful corruptions already settled with little data?
 
 τ is ``None`` where it is undefined (fewer than two items, or a constant ranking).
+
+Beside the τ of the seed means, the *seed band of τ*: the same τ computed per training
+seed (each seed's own ranking at fraction f against the same seed's ranking at the
+largest fraction; the seeds that every model ran at both fractions), then the mean, the
+sample standard deviation (``n − 1``), the minimum and the maximum over the seeds
+(:func:`seed_band` of the defined per-seed τ). It says how much the answer "does a small
+budget already tell the final ranking" depends on the training seed; the τ of the seed
+means is not the mean of the per-seed τ.
 """
 from __future__ import annotations
 
@@ -122,8 +130,10 @@ def summarize_seeds(seed_rows: Sequence[Mapping[str, Any]]) -> List[dict]:
         list: in the order the (model, fraction) pairs first appear; each row has the keys
         of :func:`budget_row` (without ``seed``) holding the means over the seeds, plus
         ``seeds`` (the seeds, in order), ``band`` (key of :data:`BAND_KEYS` ->
-        :func:`seed_band`) and ``condition_band`` (condition -> :func:`seed_band` of its
-        metric).
+        :func:`seed_band`), ``condition_band`` (condition -> :func:`seed_band` of its
+        metric) and ``per_seed`` (each :data:`MODEL_TAU_KEYS` number, and under
+        ``conditions`` each condition's metric, as a list in the order of ``seeds``: what
+        the per-seed τ of :func:`kendall_tau_by_fraction` ranks).
 
     Raises:
         ValueError: no rows, a seed twice for one model and fraction, or seeds of one
@@ -153,6 +163,8 @@ def summarize_seeds(seed_rows: Sequence[Mapping[str, Any]]) -> List[dict]:
         conditions = list(first['conditions'])
         condition_band = {c: seed_band([r['conditions'][c] for r in rows]) for c in conditions}
         has_ece = all(r['ece_conditions'] for r in rows)
+        per_seed: Dict[str, Any] = {key: [r[key] for r in rows] for key in MODEL_TAU_KEYS}
+        per_seed['conditions'] = {c: [r['conditions'][c] for r in rows] for c in conditions}
         summary.append(dict(
             model=model, fraction=fraction, seeds=seeds,
             num_train_images=first['num_train_images'],
@@ -166,7 +178,7 @@ def summarize_seeds(seed_rows: Sequence[Mapping[str, Any]]) -> List[dict]:
             ece_conditions={c: _mean(seed_band([r['ece_conditions'][c] for r in rows]))
                             for c in conditions} if has_ece else {},
             ece_corrupted_avg=_mean(band['ece_corrupted_avg']),
-            band=band, condition_band=condition_band))
+            band=band, condition_band=condition_band, per_seed=per_seed))
     return summary
 
 
@@ -186,6 +198,33 @@ def _tau_entry(values: Sequence[Optional[float]],
     return dict(tau=finite_or_none(tau), p_value=finite_or_none(p_value))
 
 
+def _seed_values(row: Mapping[str, Any], key: Optional[str] = None,
+                 condition: Optional[str] = None) -> Optional[Dict[int, Optional[float]]]:
+    """``seed -> value`` of ``key`` (a :data:`MODEL_TAU_KEYS` number) or of
+    ``condition``'s metric in a summarised row; None for rows without ``per_seed``."""
+    per_seed = row.get('per_seed')
+    if per_seed is None:
+        return None
+    values = per_seed[key] if condition is None else per_seed['conditions'].get(condition)
+    if values is None:
+        return None
+    return dict(zip(row['seeds'], values))
+
+
+def _seed_tau(items: Sequence[Tuple[Optional[Dict[int, Optional[float]]],
+                                    Optional[Dict[int, Optional[float]]]]]) -> dict:
+    """The per-seed τ of ranked ``items`` (``(seed -> value at f, seed -> value at the
+    reference)`` per item) over the seeds every item has at both: ``{'per_seed': {seed:
+    τ or None}, 'seed_band': seed_band of the defined τ (None when none is)}``."""
+    if any(a is None or b is None for a, b in items):
+        return dict(per_seed={}, seed_band=None)
+    seeds = sorted(set.intersection(*(set(a) & set(b) for a, b in items)))
+    per_seed = {str(s): _tau_entry([a[s] for a, _ in items], [b[s] for _, b in items])['tau']
+                for s in seeds}
+    defined = [t for t in per_seed.values() if t is not None]
+    return dict(per_seed=per_seed, seed_band=seed_band(defined) if defined else None)
+
+
 def kendall_tau_by_fraction(rows: Sequence[Mapping[str, Any]]) -> dict:
     """Kendall τ between the ranking at each fraction and at the largest fraction.
 
@@ -199,8 +238,11 @@ def kendall_tau_by_fraction(rows: Sequence[Mapping[str, Any]]) -> dict:
     Returns:
         dict: ``mode`` (``'models'`` or ``'conditions'``), ``reference_fraction``,
         ``items`` (the ranked models or conditions) and ``by_fraction``: one entry per
-        fraction, ``{'fraction': f, <quantity>: {'tau', 'p_value'}, ...}`` (quantities
-        as above, or ``'conditions'``).
+        fraction, ``{'fraction': f, <quantity>: {'tau', 'p_value', 'per_seed',
+        'seed_band'}, ...}`` (quantities as above, or ``'conditions'``): τ of the seed
+        means, and the τ of each training seed's own rankings (``per_seed``: seed ->
+        τ) with their :func:`seed_band` (mean, sample std, min, max over the seeds whose
+        τ is defined).
     """
     models = list(dict.fromkeys(r['model'] for r in rows))
     fractions = sorted({float(r['fraction']) for r in rows})
@@ -218,6 +260,9 @@ def kendall_tau_by_fraction(rows: Sequence[Mapping[str, Any]]) -> dict:
             for key in MODEL_TAU_KEYS:
                 entry[key] = _tau_entry([table[(m, fraction)][key] for m in models],
                                         [table[(m, reference)][key] for m in models])
+                entry[key].update(_seed_tau([(_seed_values(table[(m, fraction)], key),
+                                              _seed_values(table[(m, reference)], key))
+                                             for m in models]))
             by_fraction.append(entry)
         return dict(mode='models', reference_fraction=reference, items=models,
                     by_fraction=by_fraction)
@@ -225,9 +270,12 @@ def kendall_tau_by_fraction(rows: Sequence[Mapping[str, Any]]) -> dict:
     conditions = list(table[(model, reference)]['conditions'])
     for fraction in fractions:
         values = table[(model, fraction)]['conditions']
-        by_fraction.append(dict(fraction=fraction, conditions=_tau_entry(
-            [values.get(c) for c in conditions],
-            [table[(model, reference)]['conditions'][c] for c in conditions])))
+        entry = _tau_entry([values.get(c) for c in conditions],
+                           [table[(model, reference)]['conditions'][c] for c in conditions])
+        entry.update(_seed_tau([(_seed_values(table[(model, fraction)], condition=c),
+                                 _seed_values(table[(model, reference)], condition=c))
+                                for c in conditions]))
+        by_fraction.append(dict(fraction=fraction, conditions=entry))
     return dict(mode='conditions', reference_fraction=reference, items=conditions,
                 by_fraction=by_fraction)
 
@@ -304,6 +352,7 @@ def data_budget_markdown(doc: Mapping[str, Any]) -> str:
             ['Fraction'] + [f'τ {MODEL_TAU_KEYS[k]}' for k in keys],
             [[f'{entry["fraction"]:g}'] + [fmt_number(entry[k]['tau'], 3) for k in keys]
              for entry in tau['by_fraction']], align_left=None)
+        lines += _seed_tau_lines(tau, keys, [MODEL_TAU_KEYS[k] for k in keys])
     else:
         lines += ['Ranking of the conditions by metric (seed means) at each fraction against '
                   'their ranking at the largest fraction (one model; 1: same order).', '']
@@ -312,7 +361,28 @@ def data_budget_markdown(doc: Mapping[str, Any]) -> str:
             [[f'{entry["fraction"]:g}', fmt_number(entry['conditions']['tau'], 3),
               fmt_number(entry['conditions']['p_value'], 3)] for entry in tau['by_fraction']],
             align_left=None)
+        lines += _seed_tau_lines(tau, ['conditions'], ['conditions'])
     return '\n'.join(lines) + '\n'
+
+
+def _seed_tau_lines(tau: Mapping[str, Any], keys: Sequence[str],
+                    titles: Sequence[str]) -> List[str]:
+    """The table of the per-seed τ bands (none without per-seed τ)."""
+    entries = tau['by_fraction']
+    if not any(entry[k].get('seed_band') for entry in entries for k in keys):
+        return []
+    rows = []
+    for entry in entries:
+        cells = [f'{entry["fraction"]:g}']
+        for key in keys:
+            band = entry[key].get('seed_band')
+            cells.append(fmt_number(None) if band is None else
+                         f'{_band_cell(band, 3)} [{_range_cell(band, 3)}] (n = {band["n"]})')
+        rows.append(cells)
+    return ['', 'The same τ per training seed (each seed\'s ranking at the fraction against '
+            'the same seed\'s at the largest fraction): mean ± sample standard deviation '
+            '[min – max] over the seeds where it is defined.', ''] + markdown_table(
+                ['Fraction'] + [f'τ {t} per seed' for t in titles], rows, align_left=None)
 
 
 def _cell(value: Optional[float]) -> str:

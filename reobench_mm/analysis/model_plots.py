@@ -1,12 +1,13 @@
 """The figures that compare models: Kendall τ against severity, the effective-robustness
-fits of a cross-model comparison, and OOD against ID per shift type. They use the
+fits of a cross-model comparison, the rank scatter (rank by the task metric against rank
+by a calibration number), and OOD against ID per shift type. They use the
 helpers of :mod:`~reobench_mm.analysis.plotting` (the Agg backend, atomic saving, the
 layout engine, wrapping).
 """
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, List, Mapping, Tuple
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,7 +22,14 @@ if TYPE_CHECKING:  # annotations only: these modules import scipy, the plugin li
     from .shifts import ShiftAnalysis
 
 __all__ = ['model_styles', 'plot_kendall_tau_vs_severity', 'plot_effective_robustness',
-           'plot_ood_vs_id']
+           'plot_rank_scatter', 'plot_ood_vs_id', 'RANK_SCATTER_MEASURES']
+
+#: The calibration numbers the rank scatter sets against the task metric, when present.
+RANK_SCATTER_MEASURES = ('calib/ECE', 'calib/eAURC')
+#: Models labelled by name beside their points up to this many (beyond: by their number
+#: in the legend, which short labels keep apart).
+_NAMED_MODELS = 8
+_NAMED_LENGTH = 12
 
 
 def plot_kendall_tau_vs_severity(rank: RankStability, model_set: ModelSet, path: str) -> str:
@@ -129,6 +137,88 @@ def plot_effective_robustness(fits: Mapping[str, EffectiveRobustnessFit], model_
             columns = 1 + (len(handles) - 1) // 40  # a long model list flows into columns
             fig.legend(handles=handles, loc='outside right upper', fontsize=7, frameon=False,
                        ncols=columns)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def _condition_title(condition: str) -> str:
+    if condition == AVG:
+        return 'Avg over corruptions'
+    name, _, rest = condition.partition('@')
+    if name == 'sev':
+        return f'mean over corruptions, severity {rest}'
+    if rest == 'mean':
+        return f'{column_title(name)} (mean)'
+    return column_title(name) + (f' @ {rest}' if rest else '')
+
+
+def plot_rank_scatter(model_set: ModelSet, path: str,
+                      conditions: Sequence[str] = ('clean', AVG),
+                      measures: Optional[Sequence[str]] = None) -> str:
+    """``rank_scatter.png``: one panel per condition (row) and calibration number
+    (column; default those of :data:`RANK_SCATTER_MEASURES` the models have): each
+    model's rank by the task metric (x) against its rank by the calibration number (y)
+    under that condition, 1 = best (highest metric, lowest error), the models labelled
+    (by name up to 8 models, else by their number in the legend), ``y = x`` (the same
+    order) and Kendall τ-b of the two rankings in the title.
+
+    Raises:
+        ValueError: no calibration number to rank by, or an unknown condition.
+    """
+    from .rank_stability import model_ranks, rank_tau  # scipy: not at import time
+    ms = model_set
+    measures = [m for m in (measures or RANK_SCATTER_MEASURES) if m in ms.values]
+    if not measures:
+        raise ValueError(f'no calibration number to set against {ms.metric} (the rank '
+                         f'scatter uses {list(RANK_SCATTER_MEASURES)}; the models have '
+                         f'{ms.all_measures})')
+    plt = agg_pyplot()
+    from matplotlib.lines import Line2D
+    models = list(ms.models)
+    styles = model_styles(len(models))
+    n = len(models)
+    # names beside the points only while they are few and short; else numbers (legend)
+    named = n <= _NAMED_MODELS and max(len(m) for m in models) <= _NAMED_LENGTH
+    fig, axes = plt.subplots(len(conditions), len(measures),
+                             figsize=(3.9 * len(measures) + 2.4, 3.7 * len(conditions)),
+                             squeeze=False, layout=FIGURE_LAYOUT)
+    try:
+        for row, condition in zip(axes, conditions):
+            x = model_ranks(ms, ms.metric, condition)
+            for ax, measure in zip(row, measures):
+                y = model_ranks(ms, measure, condition)
+                tau = rank_tau(ms, (ms.metric, condition), (measure, condition)).tau
+                ax.plot([0.5, n + 0.5], [0.5, n + 0.5], color='grey', linestyle=':',
+                        linewidth=0.8, zorder=1)
+                for i, (colour, marker) in enumerate(styles):
+                    ax.scatter([x[i]], [y[i]], color=colour, marker=marker, s=36, zorder=3,
+                               edgecolors='black', linewidths=0.3)
+                    label = wrap_to_width(models[i], 1.2, 7) if named \
+                        else str(i + 1)
+                    ax.annotate(label, (x[i], y[i]), xytext=(4, 3),
+                                textcoords='offset points', fontsize=7, zorder=4)
+                ticks = list(range(1, n + 1)) if n <= 15 else None
+                for axis in (ax.xaxis, ax.yaxis):
+                    if ticks:
+                        axis.set_ticks(ticks)
+                ax.set_xlim(0.5, n + 0.5 + 0.12 * n)  # room for the labels on the right
+                ax.set_ylim(0.5, n + 0.5 + 0.06 * n)
+                tau_text = 'τ undefined' if not math.isfinite(tau) else f'τ = {tau:.2f}'
+                ax.set_title(wrap_to_width(f"{_condition_title(condition)}: {measure}", 3.4, 9) +
+                             f'\n{tau_text}', fontsize=9)
+                ax.set_xlabel(f'rank by {ms.metric} (1 = best)', fontsize=8)
+                ax.set_ylabel(f'rank by {measure} (1 = best)', fontsize=8)
+                ax.tick_params(labelsize=7)
+                ax.grid(True, alpha=0.3)
+        handles = [Line2D([], [], color='grey', linestyle=':', linewidth=0.8,
+                          label='y = x (same order)')]
+        handles += [Line2D([], [], color=c, marker=m, linestyle='', markeredgecolor='black',
+                           markeredgewidth=0.3, label=wrap_to_width(
+                               name if named else f'{i + 1}: {name}', 2.2, 7))
+                    for i, (name, (c, m)) in enumerate(zip(models, styles))]
+        fig.legend(handles=handles, loc='outside right upper', fontsize=7, frameon=False,
+                   ncols=1 + (len(handles) - 1) // 40)
         return atomic_savefig(fig, path)
     finally:
         plt.close(fig)

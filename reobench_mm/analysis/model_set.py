@@ -35,13 +35,21 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from reobench_corruptions.condition import Condition
-from ..evaluation.keys import ECE_KEY
+from ..evaluation.keys import CALIBRATION_METRICS, CALIBRATION_PREFIXES, ECE_KEY, metric_key
 from .results import AVG, RobustnessSummary, aggregate, corruption_order
 from .results_file import ResultsFile, read_results
 from .tables import ComparisonTable
 
 __all__ = ['ModelSet', 'load_model_set', 'load_shift_values', 'comparison_table',
-           'build_comparison']
+           'build_comparison', 'CALIBRATION_MEASURES', 'SEVERITY_MEAN_PREFIX']
+
+#: The calibration numbers a model set carries when every model reports them (finite) in
+#: every condition, in table order (``calib/ECE``, ``calib/gap``, ``calib/NLL``, ...,
+#: ``calib_ts/ECE``, ...).
+CALIBRATION_MEASURES = tuple(metric_key(prefix, name) for prefix in CALIBRATION_PREFIXES
+                             for name in CALIBRATION_METRICS)
+#: ``sev@<k>``: the mean over the corruptions at severity ``k`` (:meth:`ModelSet.values_at`).
+SEVERITY_MEAN_PREFIX = 'sev'
 
 
 def _finite(value: Any) -> bool:
@@ -222,9 +230,11 @@ class ModelSet:
             file's conditions, or those common to all when restricted.
         corruptions: the corruptions of ``conditions`` (table order).
         severities: the severities of ``conditions`` (sorted).
-        values: ``{measure: array (models x conditions)}``; measure is ``metric``
-            and, when every model has a finite ``calib/ECE`` in every condition,
-            ``'calib/ECE'``.
+        values: ``{measure: array (models x conditions)}``: ``metric``, then the
+            calibration error ``calibration_key`` (``'calib/ECE'``) and every other
+            number of :data:`CALIBRATION_MEASURES` (``calib/NLL``, ``calib/eAURC``, ...)
+            that every model has, finite, in every condition (none when
+            ``calibration_key`` is None).
         summaries: each model's :func:`~reobench_mm.analysis.results.aggregate` over
             ``conditions`` (per-corruption means, ``avg``, ``delta_tp``; ``extra`` for
             the calibration measure): the numbers every table and comparison shows.
@@ -233,6 +243,7 @@ class ModelSet:
         notes: human-readable remarks (names derived, conditions left out, calibration
             skipped), also issued as warnings.
         files: the results files, in the order of ``models``.
+        calibration_key: the calibration error of :attr:`measures` (None: none asked).
     """
     task: Optional[str]
     metric: str
@@ -247,11 +258,63 @@ class ModelSet:
     dropped: Dict[str, List[str]] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     files: List[ResultsFile] = field(default_factory=list)
+    calibration_key: Optional[str] = ECE_KEY
 
     @property
     def measures(self) -> List[str]:
-        """The analysed measures: the task metric, then ``calib/ECE`` if present."""
+        """The measures of rank stability, the per-model tables and
+        ``model_conditions.csv``: the task metric, then ``calibration_key``
+        (``calib/ECE``) if present."""
+        return [m for m in (self.metric, self.calibration_key) if m in self.values]
+
+    @property
+    def all_measures(self) -> List[str]:
+        """Every measure of :attr:`values`: the task metric, then every calibration
+        number present (``calibration_key`` first)."""
         return list(self.values)
+
+    @property
+    def full_severities(self) -> List[int]:
+        """The severities every corruption was evaluated at: those of ``sev@<k>``."""
+        sets = [{c.severity for c in self.conditions if c.corruption == n}
+                for n in self.corruptions]
+        return sorted(set.intersection(*sets)) if sets else []
+
+    def condition_keys(self) -> List[str]:
+        """Every condition name :meth:`values_at` takes, in table order: ``clean``,
+        each ``<corruption>@<severity>``, each ``<corruption>@mean``, each ``sev@<k>``
+        (:attr:`full_severities`) and ``avg``."""
+        return ([c.key for c in self.conditions] + [f'{n}@mean' for n in self.corruptions]
+                + [f'{SEVERITY_MEAN_PREFIX}@{s}' for s in self.full_severities] + [AVG])
+
+    def values_at(self, measure: str, condition: str) -> np.ndarray:
+        """Values of ``measure`` under a condition named as :meth:`condition_keys`
+        names them, one per model: ``'clean'`` and ``'<corruption>@<severity>'`` (the
+        cell), ``'<corruption>@mean'`` (its mean over its severities), ``'sev@<k>'``
+        (the mean over the corruptions of their cells at severity ``k``; only for a
+        severity every corruption has) or ``'avg'`` (REOBench's Avg).
+
+        Raises:
+            ValueError: an unknown measure or condition (the valid ones named).
+        """
+        if measure not in self.values:
+            raise ValueError(f'unknown measure {measure!r}; valid: {self.all_measures}')
+        keys = self.condition_keys()
+        if condition not in keys:
+            raise ValueError(f'unknown condition {condition!r}; valid: clean, '
+                             '<corruption>@<severity>, <corruption>@mean, sev@<k>, avg '
+                             f'with corruptions {self.corruptions}, severities '
+                             f'{self.severities} (sev@<k>: {self.full_severities})')
+        name, _, rest = condition.partition('@')
+        if condition == AVG or rest == 'mean':
+            return self.corruption_mean(AVG if condition == AVG else name, measure)
+        if name == SEVERITY_MEAN_PREFIX:
+            severity = int(rest)
+            columns = [self.column(measure, c) for c in self.conditions
+                       if not c.is_clean and c.severity == severity]
+            return np.mean(np.stack(columns), axis=0)
+        return self.column(measure, self.conditions[[c.key for c in self.conditions]
+                                                    .index(condition)])
 
     def column(self, measure: str, condition: Condition) -> np.ndarray:
         """Values of ``measure`` under ``condition``, one per model."""
@@ -323,13 +386,8 @@ def load_model_set(paths: Sequence[str], names: Optional[Sequence[Optional[str]]
     notes += condition_notes
     rows = [file.conditions for file in files]
     values = {metric: np.array([[r[c].value for c in conditions] for r in rows])}
-    calibration = [[r[c].extra.get(calibration_key) for c in conditions] for r in rows]
-    if calibration_key is not None and all(_finite(v) for row in calibration for v in row):
-        values[calibration_key] = np.array(calibration, dtype=float)
-    elif calibration_key is not None:
-        lacking = [m for m, row in zip(models, calibration) if not all(map(_finite, row))]
-        notes.append(f'{calibration_key} is not reported (finite) by every model in every '
-                     f'condition (lacking: {", ".join(lacking)}): its analysis is skipped')
+    if calibration_key is not None:
+        values.update(_calibration_values(models, rows, conditions, calibration_key, notes))
     summaries = [aggregate({c: r[c] for c in conditions}, protocol=protocol, task=task,
                            metric=metric) for r in rows]
     for note in notes:
@@ -337,7 +395,34 @@ def load_model_set(paths: Sequence[str], names: Optional[Sequence[Optional[str]]
     return ModelSet(task=task, metric=metric, protocol=protocol, models=models,
                     paths=paths, conditions=conditions, corruptions=corruptions,
                     severities=sorted({c.severity for c in conditions[1:]}), values=values,
-                    summaries=summaries, dropped=dropped, notes=notes, files=files)
+                    summaries=summaries, dropped=dropped, notes=notes, files=files,
+                    calibration_key=calibration_key)
+
+
+def _calibration_values(models: Sequence[str], rows: Sequence[Any],
+                        conditions: Sequence[Condition], calibration_key: str,
+                        notes: List[str]) -> Dict[str, np.ndarray]:
+    """``calibration_key`` and every other :data:`CALIBRATION_MEASURES` key that every
+    model reports, finite, in every condition (``calibration_key`` first, then table
+    order), as ``models x conditions`` arrays; a note for ``calibration_key`` when it is
+    lacking and for every other key some but not all models have."""
+    present = {k for r in rows for c in conditions for k in r[c].extra}
+    keys = [calibration_key] + [k for k in CALIBRATION_MEASURES
+                                if k != calibration_key and k in present]
+    out: Dict[str, np.ndarray] = {}
+    for key in keys:
+        table = [[r[c].extra.get(key) for c in conditions] for r in rows]
+        if all(_finite(v) for row in table for v in row):
+            out[key] = np.array(table, dtype=float)
+            continue
+        lacking = [m for m, row in zip(models, table) if not all(map(_finite, row))]
+        if key == calibration_key:
+            notes.append(f'{key} is not reported (finite) by every model in every '
+                         f'condition (lacking: {", ".join(lacking)}): its analysis is skipped')
+        else:
+            notes.append(f'{key} is not reported (finite) by every model in every '
+                         f'condition (lacking: {", ".join(lacking)}): not ranked')
+    return out
 
 
 def load_shift_values(model_set: ModelSet, paths: Sequence[str],

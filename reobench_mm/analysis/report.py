@@ -334,7 +334,9 @@ def render_report_md(summary: RobustnessSummary,
         lines += markdown_table(header, rows)
         lines += ['', 'Fractions, not percentages. `ECE`: expected calibration error (15 '
                   'equal-width confidence bins; for detection the detection calibration '
-                  'error over score bins, matches at IoU 0.5); `gap`: mean confidence − '
+                  'error over score bins, matches at IoU 0.5); `aECE`: the same over 15 '
+                  'equal-mass bins; `MCE`: the largest bin |accuracy − confidence|; '
+                  '`gap`: mean confidence − '
                   'accuracy (> 0: overconfident); `NLL`, `Brier` (summed over classes); '
                   '`cwECE`: classwise ECE; `AURC`/`eAURC`: area under the risk–coverage '
                   'curve and its excess over an oracle ranking; `acc@90cov`: accuracy of '

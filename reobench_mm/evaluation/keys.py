@@ -126,10 +126,13 @@ SCALED_CALIBRATION_PREFIX = 'calib_ts'
 #: Calibration prefix -> what its numbers are.
 CALIBRATION_PREFIXES: Dict[str, str] = {CALIBRATION_PREFIX: 'as evaluated',
                                         SCALED_CALIBRATION_PREFIX: 'temperature-scaled'}
-#: The calibration metrics, in table order: expected calibration error, mean confidence
+#: The calibration metrics, in table order: expected calibration error (equal-width
+#: bins), adaptive ECE (equal-mass bins), maximum calibration error, mean confidence
 #: minus accuracy, negative log-likelihood, Brier score, classwise ECE, area under the
-#: risk-coverage curve and its excess over an oracle, accuracy at 90 % coverage.
-CALIBRATION_METRICS = ('ECE', 'gap', 'NLL', 'Brier', 'cwECE', 'AURC', 'eAURC', 'acc@90cov')
+#: risk-coverage curve and its excess over an oracle, accuracy at 90 % coverage. The
+#: detection calibration metric reports ECE, MCE, gap and cwECE of them.
+CALIBRATION_METRICS = ('ECE', 'aECE', 'MCE', 'gap', 'NLL', 'Brier', 'cwECE', 'AURC', 'eAURC',
+                       'acc@90cov')
 ECE = CALIBRATION_METRICS[0]
 #: The calibration error analysed beside the task metric (lower is better).
 ECE_KEY = metric_key(CALIBRATION_PREFIX, ECE)

@@ -12,7 +12,10 @@ of :mod:`reobench_mm.evaluation.functional.representation`. Two representations
 - ``'token'``: spatial tokens paired by position, minibatch linear CKA over the tokens
   of a few images, per-token cosine averaged per image.
 
-The plot is :func:`~reobench_mm.analysis.plotting.plot_representation_drift`.
+The hooked layers and their tokens are :mod:`~reobench_mm.robustness.drift_layers`; the
+plot is :func:`~reobench_mm.analysis.plotting.plot_representation_drift`. With a
+segmentor the model's predictions are kept too, for the drift–confidence coupling of
+:mod:`~reobench_mm.robustness.drift_confidence`.
 """
 from __future__ import annotations
 
@@ -20,193 +23,41 @@ import copy
 import json
 import os
 import os.path as osp
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..analysis.drift_plots import plot_drift_confidence
 from ..analysis.plotting import plot_representation_drift
 from ..analysis.report import make_provenance
 from reobench_corruptions.condition import Condition
 from ..evaluation.functional.representation import (MIN_SPLIT_HALF_SAMPLES, PR_CONVENTIONS,
                                                     DriftAccumulator, SampleDriftAccumulator)
 from ..fileio import dump_json_atomic, file_sha256
+from .drift_confidence import (DRIFT_CONFIDENCE_DEFINITIONS, DriftConfidenceRecorder,
+                               drift_confidence_support, segmentor_ignore_index,
+                               token_grid_shape)
+from .drift_layers import (LAYER_KINDS, DriftLayer, layer_tokens, pool_tokens,
+                           sample_token_positions, select_drift_layers)
 from ..utils.config import insert_corruption, read_config
 
 __all__ = ['representation_drift', 'default_drift_work_dir', 'select_drift_layers',
            'DriftLayer', 'layer_tokens', 'pool_tokens', 'sample_token_positions',
-           'RESULT_FORMAT', 'RESULT_FILE', 'PLOT_FILE', 'REPRESENTATIONS']
+           'RESULT_FORMAT', 'RESULT_FILE', 'PLOT_FILE', 'COUPLING_PLOT_FILE', 'REPRESENTATIONS',
+           'LAYER_KINDS']
 
-RESULT_FORMAT = 'reobench_mm.representation_drift/2'
+#: /3 added ``drift_confidence`` (per condition and in the settings) to /2.
+RESULT_FORMAT = 'reobench_mm.representation_drift/3'
 RESULT_FILE = 'representation_drift.json'
 PLOT_FILE = 'representation_drift.png'
-#: Kinds of hooked layer (see :class:`DriftLayer`).
-LAYER_KINDS = ('vit_block', 'module')
+COUPLING_PLOT_FILE = 'drift_confidence.png'
 #: What a row of the compared representation is: one image (its tokens mean-pooled; the
 #: default) or one spatial token.
 REPRESENTATIONS = ('sample', 'token')
 #: Token-level defaults (``tokens_per_image``, ``images_per_minibatch``).
 TOKEN_DEFAULTS = dict(tokens_per_image=256, images_per_minibatch=8)
-
-
-class DriftLayer:
-    """One hooked layer.
-
-    Args:
-        name: module path in the model (``'backbone.layer3'``, ``'backbone.vit.blocks.11'``).
-        module: the module.
-        kind: ``'vit_block'`` (a member of a ViT backbone's block list: ``B×N×C`` tokens
-            with ``num_prefix_tokens`` leading non-patch tokens, or channels-last
-            ``B×h×w×C`` maps as RVSA's blocks return) or ``'module'`` (anything else:
-            ``B×N×C`` tokens without prefix, or ``B×C×H×W`` maps as CNN stages return).
-        num_prefix_tokens: leading class/register tokens of a ``'vit_block'``'s
-            ``B×N×C`` output; they are dropped.
-    """
-
-    def __init__(self, name: str, module: nn.Module, kind: str,
-                 num_prefix_tokens: int = 0) -> None:
-        if kind not in LAYER_KINDS:
-            raise ValueError(f'kind must be one of {LAYER_KINDS}, got {kind!r}')
-        self.name = name
-        self.module = module
-        self.kind = kind
-        self.num_prefix_tokens = int(num_prefix_tokens) if kind == 'vit_block' else 0
-
-    def describe(self) -> Dict[str, Any]:
-        return dict(name=self.name, type=type(self.module).__name__, kind=self.kind,
-                    num_prefix_tokens=self.num_prefix_tokens)
-
-
-# ----------------------------------------------------------------------------- layers
-def _vit_block_list(backbone: nn.Module) -> Optional[Tuple[str, nn.Module, int]]:
-    """``(path, block list, prefix tokens)`` of a ViT backbone, or None."""
-    for path in ('blocks', 'vit.blocks'):
-        owner, blocks = backbone, backbone
-        for part in path.split('.'):
-            owner = blocks
-            blocks = getattr(blocks, part, None)
-        if isinstance(blocks, (nn.ModuleList, nn.Sequential)) and len(blocks):
-            prefix = getattr(owner, 'num_prefix_tokens', None)
-            if prefix is None:
-                prefix = int(getattr(owner, 'cls_token', None) is not None)
-            return path, blocks, int(prefix)
-    return None
-
-
-def _evenly_spaced(count: int, num_blocks: int) -> List[int]:
-    """``num_blocks`` indices out of ``count``, evenly spaced, ending at the last (the
-    backbones' default ``out_indices`` rule: 2, 5, 8, 11 of 12)."""
-    return [count * (k + 1) // num_blocks - 1 for k in range(num_blocks)]
-
-
-def select_drift_layers(model: nn.Module, num_blocks: int = 4,
-                        layers: Optional[Sequence[str]] = None) -> List[DriftLayer]:
-    """The layers whose outputs are compared.
-
-    Without ``layers``: ``num_blocks`` evenly spaced blocks of the backbone (the last one
-    included: blocks 2, 5, 8, 11 of 12), from
-
-    - a ViT backbone's block list (``backbone.blocks`` or ``backbone.vit.blocks``): a
-      ``B×N×C`` output drops the trunk's ``num_prefix_tokens`` (class/register tokens;
-      the class token when the trunk only has ``cls_token``), a 4-D output is
-      channels-last ``B×h×w×C`` (RVSA);
-    - a CNN backbone's stages (MMSeg/MMDet ``ResNet``: ``res_layers``,
-      ``layer1``..``layer4``): ``B×C×H×W`` maps.
-
-    ``layers`` names modules explicitly (``['backbone.layer3', 'neck.fpn_convs.0']``);
-    members of the backbone's ViT block list keep the rules above, other modules are
-    ``B×N×C`` (no prefix tokens) when their output is 3-D and ``B×C×H×W`` when 4-D.
-
-    Raises:
-        ValueError: a bad ``num_blocks``, an unknown layer name, or a backbone with
-            neither a block list nor ``res_layers`` (pass ``layers`` then).
-    """
-    if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-        raise ValueError(f'num_blocks must be a positive integer, got {num_blocks!r}')
-    backbone = getattr(model, 'backbone', None)
-    vit = _vit_block_list(backbone) if backbone is not None else None
-    # id of each ViT block -> prefix tokens of the trunk
-    vit_members = {} if vit is None else {id(block): vit[2] for block in vit[1]}
-
-    def vit_layer(name: str, block: nn.Module) -> DriftLayer:
-        return DriftLayer(name, block, 'vit_block', vit_members[id(block)])
-
-    if layers is not None:
-        if isinstance(layers, str) or not len(layers):
-            raise ValueError(f'layers must be a non-empty list of module names, got {layers!r}')
-        modules = dict(model.named_modules())
-        selected = []
-        for name in layers:
-            if name not in modules:
-                close = [n for n in modules if n.startswith(str(name).rsplit('.', 1)[0])][:10]
-                raise ValueError(f'no module named {name!r} in the model; modules under the '
-                                 f'same parent: {close}')
-            module = modules[name]
-            selected.append(vit_layer(name, module) if id(module) in vit_members
-                            else DriftLayer(name, module, 'module'))
-        return selected
-    if backbone is None:
-        raise ValueError('the model has no `backbone`; pass `layers` explicitly')
-    if vit is not None:
-        path, blocks, _ = vit
-        if num_blocks > len(blocks):
-            raise ValueError(f'num_blocks={num_blocks} but the backbone has {len(blocks)} blocks')
-        return [vit_layer(f'backbone.{path}.{i}', blocks[i])
-                for i in _evenly_spaced(len(blocks), num_blocks)]
-    stage_names = getattr(backbone, 'res_layers', None)
-    if stage_names:
-        if num_blocks > len(stage_names):
-            raise ValueError(f'num_blocks={num_blocks} but the backbone has '
-                             f'{len(stage_names)} stages ({list(stage_names)})')
-        return [DriftLayer(f'backbone.{stage_names[i]}', getattr(backbone, stage_names[i]),
-                           'module') for i in _evenly_spaced(len(stage_names), num_blocks)]
-    raise ValueError(f'cannot find blocks in {type(backbone).__name__}: it has neither '
-                     '`blocks`/`vit.blocks` nor `res_layers`; pass `layers` explicitly')
-
-
-def layer_tokens(output: Any, layer: DriftLayer) -> torch.Tensor:
-    """A hooked output as ``B×N×C`` image tokens (float32, detached).
-
-    ``B×N×C`` → prefix tokens dropped; 4-D maps: ``B×h×w×C`` (ViT block) or ``B×C×H×W``
-    (other modules) → ``B×HW×C``, row-major positions. A tuple/list output uses its
-    first tensor.
-    """
-    if isinstance(output, (tuple, list)):
-        output = next((o for o in output if isinstance(o, torch.Tensor)), None)
-    if not isinstance(output, torch.Tensor):
-        raise ValueError(f'layer {layer.name!r} returned {type(output).__name__}, '
-                         'expected a tensor')
-    x = output.detach().float()
-    if x.ndim == 3:
-        return x[:, layer.num_prefix_tokens:]
-    if x.ndim == 4:
-        if layer.kind == 'vit_block':
-            return x.flatten(1, 2)  # channels-last B×h×w×C
-        return x.flatten(2).transpose(1, 2)  # B×C×H×W
-    raise ValueError(f'layer {layer.name!r} returned a {x.ndim}-D tensor of shape '
-                     f'{tuple(x.shape)}; expected B×N×C or a 4-D map')
-
-
-def pool_tokens(tokens: torch.Tensor) -> torch.Tensor:
-    """Per-image representations: the mean of each image's ``N`` tokens, ``B×N×C`` →
-    ``B×C`` (global average pooling of a CNN map, mean of a ViT's patch tokens with the
-    prefix tokens already dropped by :func:`layer_tokens`)."""
-    if tokens.ndim != 3 or tokens.shape[1] == 0:
-        raise ValueError(f'expected B×N×C tokens with N >= 1, got shape {tuple(tokens.shape)}')
-    return tokens.mean(1)
-
-
-def sample_token_positions(num_tokens: int, tokens_per_image: int, seed: int,
-                           image_index: int) -> Optional[np.ndarray]:
-    """Token positions kept for one image: all (None) when ``num_tokens <=
-    tokens_per_image``, else ``tokens_per_image`` sorted distinct positions drawn by a
-    generator seeded with ``(seed, image_index, num_tokens)``, so clean and corrupted
-    features of an image use the same positions whatever the batch size."""
-    if num_tokens <= tokens_per_image:
-        return None
-    rng = np.random.default_rng([int(seed), int(image_index), int(num_tokens)])
-    return np.sort(rng.choice(num_tokens, size=tokens_per_image, replace=False))
 
 
 # ----------------------------------------------------------------------------- running
@@ -258,9 +109,8 @@ def _sample_paths(batch: dict) -> List[Optional[str]]:
     return [getattr(s, 'metainfo', {}).get('img_path') for s in samples]
 
 
-def _forward_tokens(model: nn.Module, batch: dict, capture: _Capture,
+def _forward_tokens(model: nn.Module, data: dict, capture: _Capture,
                     layers: Sequence[DriftLayer]) -> Dict[str, torch.Tensor]:
-    data = model.data_preprocessor(batch, False)
     capture.outputs.clear()
     if hasattr(model, 'extract_feat'):
         model.extract_feat(data['inputs'])
@@ -276,8 +126,10 @@ def _forward_tokens(model: nn.Module, batch: dict, capture: _Capture,
 def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], condition: Condition,
                    representation: str, pr_convention: str, max_images: Optional[int],
                    tokens_per_image: Optional[int],
-                   images_per_minibatch: Optional[int]) -> Dict[str, Any]:
-    """Stream one condition: clean and corrupted loaders in lockstep, clean recomputed."""
+                   images_per_minibatch: Optional[int],
+                   recorder: Optional[DriftConfidenceRecorder] = None) -> Dict[str, Any]:
+    """Stream one condition: clean and corrupted loaders in lockstep, clean recomputed;
+    ``recorder`` also gets the predictions and the final layer's pooled features."""
     clean_loader = _build_loader(cfg, condition.clean())
     corrupted_loader = _build_loader(cfg, condition)
     if representation == 'sample':
@@ -295,11 +147,21 @@ def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], conditio
             if clean_paths != corrupted_paths:
                 raise RuntimeError(f'clean and corrupted loaders are out of step: '
                                    f'{clean_paths} vs {corrupted_paths}')
-            clean = _forward_tokens(model, clean_batch, capture, layers)
-            corrupted = _forward_tokens(model, corrupted_batch, capture, layers)
+            clean_data = model.data_preprocessor(clean_batch, False)
+            corrupted_data = model.data_preprocessor(corrupted_batch, False)
+            clean = _forward_tokens(model, clean_data, capture, layers)
+            corrupted = _forward_tokens(model, corrupted_data, capture, layers)
             batch_size = next(iter(clean.values())).shape[0]
             keep = (batch_size if max_images is None
                     else min(batch_size, max_images - image_index))
+            if recorder is not None:  # the final layer's grid, then predict
+                last = layers[-1]
+                grid = token_grid_shape(capture.outputs[last.name], last.kind == 'vit_block',
+                                        corrupted[last.name].shape[1],
+                                        corrupted_data['inputs'].shape[-2:])
+                recorder.update(model, clean_data, corrupted_data,
+                                pool_tokens(clean[last.name][:keep]),
+                                pool_tokens(corrupted[last.name][:keep]), grid, keep)
             for layer in layers:
                 a, b = clean[layer.name], corrupted[layer.name]
                 if a.shape != b.shape:
@@ -335,7 +197,10 @@ def _run_condition(model: nn.Module, cfg, layers: Sequence[DriftLayer], conditio
             result['tokens_per_image'] = min(tokens_per_image, token_counts[layer.name])
         result['tokens_available'] = token_counts[layer.name]
         blocks[layer.name] = result
-    return dict(num_images=image_index, blocks=blocks)
+    outcome = dict(num_images=image_index, blocks=blocks)
+    if recorder is not None:
+        outcome['drift_confidence'] = recorder.result()
+    return outcome
 
 
 # ----------------------------------------------------------------------------- API
@@ -366,7 +231,8 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
                          layers: Optional[Sequence[str]] = None,
                          images_per_minibatch: Optional[int] = None,
                          representation: str = 'sample', pr_convention: str = 'raw',
-                         protocol: str = 'reobench') -> Dict[str, Any]:
+                         protocol: str = 'reobench',
+                         drift_confidence: Optional[bool] = None) -> Dict[str, Any]:
     """Compare a backbone's features on clean and corrupted test images.
 
     For every ``corruption × severity`` of ``protocol`` the clean and the corrupted test
@@ -424,6 +290,14 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     content, up to the borders, so per-sample CKA under geometric corruptions measures
     the change of content rather than of place.
 
+    Drift–confidence coupling (segmentors; :mod:`~reobench_mm.robustness.drift_confidence`):
+    each batch also goes through ``model.predict``, clean and corrupted; per image the L2
+    drift of its pooled representation at the last compared layer, the mean max-softmax
+    confidence and the accuracy over its valid pixels on that layer's token grid give,
+    per condition, Spearman ρ of drift with confidence and with accuracy and the
+    overconfident-drift fraction (``drift_confidence``). It costs one more forward pass
+    of the clean and of the corrupted batch.
+
     Args:
         config: config file. checkpoint: trained weights (loaded strictly).
         corruptions: corruption names of ``protocol`` (``'clean'`` gives the
@@ -438,15 +312,18 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
         max_images: compare only the first ``max_images`` test images (at least 8 with
             ``'sample'``).
         cfg_options: config overrides (``merge_from_dict``).
-        work_dir: output folder for ``representation_drift.json`` and
-            ``representation_drift.png`` (default ``work_dirs/representation_drift/<config
-            stem>``).
+        work_dir: output folder for ``representation_drift.json``,
+            ``representation_drift.png`` and ``drift_confidence.png`` (default
+            ``work_dirs/representation_drift/<config stem>``).
         layers: explicit module names instead of the automatic choice.
         images_per_minibatch: (``'token'`` only; default 8) images whose tokens form one
             CKA minibatch.
         representation: ``'sample'`` or ``'token'`` (see :data:`REPRESENTATIONS`).
         pr_convention: ``'raw'`` or ``'centred'``.
         protocol: corruption protocol, ``'reobench'`` or ``'geofm_calibration'``.
+        drift_confidence: compute the drift–confidence coupling (and write
+            ``drift_confidence.png``): None (default) for segmentors and not for other
+            models, True (refused for a model that is not a segmentor), or False.
 
     Returns:
         The document written to ``representation_drift.json``: ``format``, ``blocks``
@@ -456,7 +333,9 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
         ``severity``, ``num_images``, ``blocks: {name: {cka, cka_floor, cosine,
         pr_clean, pr_corrupted, num_samples, dim, tokens_available}}``, with
         ``num_tokens``, ``num_minibatches`` and ``tokens_per_image`` added at the token
-        level), ``provenance`` and ``files``.
+        level, and ``drift_confidence`` (see
+        :class:`~reobench_mm.robustness.drift_confidence.DriftConfidenceRecorder`) when
+        computed), ``provenance`` and ``files``.
 
     Raises:
         ValueError: a bad option (an unknown representation, PR convention or protocol;
@@ -475,6 +354,9 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     if pr_convention not in PR_CONVENTIONS:
         raise ValueError(f'pr_convention must be one of {list(PR_CONVENTIONS)}, got '
                          f'{pr_convention!r}')
+    if not (drift_confidence is None or isinstance(drift_confidence, bool)):
+        raise ValueError(f'drift_confidence must be None, True or False, got '
+                         f'{drift_confidence!r}')
     if isinstance(corruptions, str) or not corruptions:
         raise ValueError(f'corruptions must be a non-empty list of names, got {corruptions!r}')
     if isinstance(severities, (str, int)) or not severities:
@@ -509,6 +391,10 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     load_checkpoint_strict(model, checkpoint, config=config)
     model.eval()
     selected = select_drift_layers(model, num_blocks=num_blocks, layers=layers)
+    unsupported = None if drift_confidence is False else drift_confidence_support(model)
+    if drift_confidence and unsupported:
+        raise ValueError(f'drift_confidence=True: {unsupported}')
+    coupled = drift_confidence is not False and unsupported is None
 
     def rounded(value: Optional[float]) -> str:
         return 'n/a' if value is None else str(round(value, 4))
@@ -516,9 +402,12 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
     results = []
     with torch.no_grad():
         for condition in conditions:
+            recorder = (DriftConfidenceRecorder(selected[-1].name,
+                                                segmentor_ignore_index(model))
+                        if coupled else None)
             outcome = _run_condition(model, cfg, selected, condition, representation,
                                      pr_convention, max_images, tokens_per_image,
-                                     images_per_minibatch)
+                                     images_per_minibatch, recorder)
             name = condition.key
             results.append(dict(condition=name, corruption=condition.corruption,
                                 severity=condition.severity, **outcome))
@@ -543,13 +432,21 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
                       max_images=None if max_images is None else int(max_images),
                       images_per_minibatch=images_per_minibatch,
                       **_STATISTICS[representation],
-                      participation_ratio=_PR_DESCRIPTIONS[pr_convention]),
+                      participation_ratio=_PR_DESCRIPTIONS[pr_convention],
+                      drift_confidence=dict(enabled=coupled, layer=selected[-1].name,
+                                            not_computed=unsupported,
+                                            **DRIFT_CONFIDENCE_DEFINITIONS)),
         conditions=results,
         provenance=provenance,
-        files=dict(results=RESULT_FILE, plot=PLOT_FILE))
+        files=dict(results=RESULT_FILE, plot=PLOT_FILE,
+                   drift_confidence_plot=COUPLING_PLOT_FILE if coupled else None))
     os.makedirs(work_dir, exist_ok=True)
     dump_json_atomic(document, osp.join(work_dir, RESULT_FILE))
     plot_representation_drift(document, osp.join(work_dir, PLOT_FILE))
+    if coupled:
+        plot_drift_confidence(document, osp.join(work_dir, COUPLING_PLOT_FILE))
+    elif unsupported:
+        print_log(f'drift–confidence coupling not computed: {unsupported}', logger='current')
     return document
 
 

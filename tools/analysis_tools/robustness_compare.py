@@ -4,11 +4,18 @@
         [--names A B C] [--common-conditions] \
         [--shift-results A2/results.json B2/results.json ...] \
         [--shift-names ...] [--out-dir DIR] [--bootstrap 1000] [--seed 0] \
-        [--space linear|logit] [--no-plots] [--no-paired] [--permutations 1999] [--alpha 0.05]
+        [--space linear|logit] [--no-plots] [--no-paired] [--permutations 1999] [--alpha 0.05] \
+        [--rank-reference mIoU:clean --rank-target calib/ECE:avg calib/NLL:sev@5] \
+        [--severity-pairs 3:5] [--scatter-conditions clean avg] \
+        [--average-dataset A3/results.json B3/results.json C3/results.json] [--dataset-labels P V] \
+        [--groups groups.json] [--group domain:A=EO,B=EO,C=ImageNet ...] \
+        [--drift A/representation_drift.json B/... C/...] [--drift-permutations 100000]
 
 Writes cross_model.json, cross_model.md, model_conditions.csv, rank_stability.csv,
-effective_robustness.csv, (without --no-plots) kendall_tau_vs_severity.png and
-effective_robustness.png and, when every results file names its per-image statistics,
+effective_robustness.csv, rank_statistics.csv (Kendall τ between any two rankings of the
+models; with --average-dataset also rank_statistics_datasets.csv, the mean τ over the
+datasets), (without --no-plots) kendall_tau_vs_severity.png, effective_robustness.png and
+rank_scatter.png and, when every results file names its per-image statistics,
 the paired tests (differences to the first model with intervals and p-values, Kendall τ
 with intervals, rank flips with p-values: paired_differences.csv, rank_flips.csv) into
 --out-dir, prints the Markdown tables and the paths. Models evaluated on different
@@ -19,6 +26,11 @@ same rules and with the same numbers: files of different conditions are refused 
 named by --names, else by their results' provenance (else the file's folder), files of
 one provenance name by their folders. Shift results are paired with the models by name
 (their names must be unique).
+With --groups/--group: group means and Mann-Whitney U tests (groups.csv,
+group_relative_drop.png, group_ece_ratio.png); with --drift: Spearman rho of CKA against
+ECE inflation with a permutation test (cka_ece_inflation.csv, cka_vs_ece_inflation.png);
+with shift sets in every results file or --shift-results: corruption drops against real
+shift drops (synthetic_vs_real.csv, synthetic_vs_real.png, shift_drop_vs_delta_tp.png).
 """
 import argparse
 import os.path as osp
@@ -28,6 +40,9 @@ from typing import List, Optional
 
 from reobench_mm.analysis.compare import compare_models, cross_model_markdown, write_cross_model
 from reobench_mm.analysis.effective_robustness import FIT_SPACES
+from reobench_mm.analysis.groups import DEFAULT_DRAWS, parse_group_spec, read_groups_file
+from reobench_mm.analysis.rank_report import RankOptions
+from reobench_mm.analysis.rank_stability import parse_measure_condition, parse_severity_pair
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--alpha', type=float, default=0.05,
                         help='false discovery rate of the significance marks '
                         '(Benjamini-Hochberg; default %(default)s)')
+    add_rank_arguments(parser)
+    add_group_arguments(parser)
     return parser
 
 
@@ -91,7 +108,118 @@ def parse_args(parser: argparse.ArgumentParser,
         parser.error(f'--permutations must be >= 1, got {args.permutations}')
     if not 0 < args.alpha < 1:
         parser.error(f'--alpha must be in (0, 1), got {args.alpha}')
+    args.rank_options = rank_options(parser, args)
+    group_options(parser, args)
     return args
+
+
+def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the rank statistics."""
+    group = parser.add_argument_group(
+        'rank statistics', 'Kendall tau between two rankings of the models, rank 1 = best '
+        '(highest metric, lowest calibration error); MEASURE:CONDITION with CONDITION '
+        'clean, <corruption>@<severity>, <corruption>@mean, sev@<k> or avg')
+    group.add_argument('--rank-reference', nargs='+', default=[], metavar='MEASURE:CONDITION',
+                       help='reference rankings (e.g. mIoU:clean), each set against every '
+                       '--rank-target')
+    group.add_argument('--rank-target', nargs='+', default=[], metavar='MEASURE:CONDITION',
+                       help='target rankings (e.g. calib/ECE:avg calib/NLL:sev@5)')
+    group.add_argument('--severity-pairs', nargs='+', metavar='K:M',
+                       help='the severity pairs of the sev@K -> sev@M rows (default: every '
+                       'pair, e.g. 3:5)')
+    group.add_argument('--scatter-conditions', nargs='+', default=['clean', 'avg'],
+                       metavar='CONDITION', help='the conditions (rows) of rank_scatter.png '
+                       '(default: %(default)s)')
+    group.add_argument('--average-dataset', action='append', nargs='+', default=[],
+                       metavar='RESULTS', help='results.json of the same models on another '
+                       'dataset (one file per model, named as the compared files, with the '
+                       'same --names in the same order); repeat per dataset: the mean tau '
+                       'per row over all datasets')
+    group.add_argument('--dataset-labels', nargs='+', metavar='LABEL',
+                       help='one label per dataset, the compared one first')
+
+
+def rank_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RankOptions:
+    """The :class:`RankOptions` of the parsed arguments (argparse errors for bad input)."""
+    try:
+        references = [parse_measure_condition(t) for t in args.rank_reference]
+        targets = [parse_measure_condition(t) for t in args.rank_target]
+        pairs = None if args.severity_pairs is None else \
+            [parse_severity_pair(t) for t in args.severity_pairs]
+    except ValueError as error:
+        parser.error(str(error))
+    if bool(references) != bool(targets):
+        parser.error('--rank-reference and --rank-target go together (each reference is '
+                     'ranked against each target)')
+    for paths in args.average_dataset:
+        for path in paths:
+            if not osp.isfile(path):
+                parser.error(f'no such results file: {path}')
+        if len(paths) != len(args.results):
+            parser.error(f'--average-dataset has {len(paths)} files for {len(args.results)} '
+                         'models; give one file per model')
+    if args.dataset_labels is not None:
+        if not args.average_dataset:
+            parser.error('--dataset-labels needs --average-dataset')
+        if len(args.dataset_labels) != len(args.average_dataset) + 1:
+            parser.error(f'--dataset-labels has {len(args.dataset_labels)} labels for '
+                         f'{len(args.average_dataset) + 1} datasets (the compared one first)')
+    return RankOptions(references=references, targets=targets, severity_pairs=pairs,
+                       scatter_conditions=args.scatter_conditions,
+                       datasets=args.average_dataset, dataset_labels=args.dataset_labels)
+
+
+def add_group_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the groups of models and of the CKA correlation."""
+    group = parser.add_argument_group(
+        'groups of models', 'group means and Mann-Whitney U tests of every number per '
+        'grouping (each model needs a label in each grouping); CKA against ECE inflation')
+    group.add_argument('--groups', nargs='+', metavar='GROUPS.json', default=[],
+                       help='JSON files {grouping: {model: label}}')
+    group.add_argument('--group', nargs='+', action='extend', metavar='NAME:MODEL=LABEL,...',
+                       default=[], help='a grouping on the command line, e.g. '
+                       'domain:SatMAE=EO,ScaleMAE=EO,ViT=ImageNet')
+    group.add_argument('--drift', nargs='+', metavar='[MODEL=]DRIFT.json',
+                       help='representation_drift.json of every model: in the order of '
+                       'the results files, or each named MODEL=PATH')
+    group.add_argument('--drift-permutations', type=int, default=DEFAULT_DRAWS,
+                       help='permutations of the CKA correlation test (default '
+                       '%(default)s)')
+
+
+def group_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Read and merge the groupings (``args.groupings``: None without any) and the drift
+    files (``args.drift_paths``: a list by order, a dict by name, or None); argparse
+    errors for bad input. Model names are checked by the comparison."""
+    groupings = {}
+    try:
+        for path in args.groups:
+            for name, mapping in read_groups_file(path).items():
+                if name in groupings:
+                    parser.error(f'grouping {name!r} is given twice')
+                groupings[name] = mapping
+        for text in args.group:
+            name, mapping = parse_group_spec(text)
+            if name in groupings:
+                parser.error(f'grouping {name!r} is given twice')
+            groupings[name] = mapping
+    except ValueError as error:
+        parser.error(str(error))
+    args.groupings = groupings or None
+    args.drift_paths = None
+    if args.drift:
+        named = ['=' in d for d in args.drift]
+        if any(named) and not all(named):
+            parser.error('--drift takes either plain paths (in the order of the results) '
+                         'or MODEL=PATH entries, not both')
+        paths = [d.partition('=')[2] if all(named) else d for d in args.drift]
+        for path in paths:
+            if not osp.isfile(path):
+                parser.error(f'no such drift file: {path}')
+        args.drift_paths = dict(d.split('=', 1) for d in args.drift) if all(named) \
+            else paths
+    if args.drift_permutations < 1:
+        parser.error(f'--drift-permutations must be >= 1, got {args.drift_permutations}')
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -105,7 +233,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                                     n_bootstrap=args.bootstrap, seed=args.seed,
                                     common_conditions=args.common_conditions,
                                     paired=not args.no_paired,
-                                    permutations=args.permutations, alpha=args.alpha)
+                                    permutations=args.permutations, alpha=args.alpha,
+                                    rank_options=args.rank_options,
+                                    groups=args.groupings, drift_paths=args.drift_paths,
+                                    drift_draws=args.drift_permutations)
     for message in dict.fromkeys(str(w.message) for w in caught):
         print(f'warning: {message}', file=sys.stderr)
     files = write_cross_model(comparison, args.out_dir, plots=not args.no_plots)

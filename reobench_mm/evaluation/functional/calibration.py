@@ -28,12 +28,17 @@ pixel is the first arg-max of its probabilities, its confidence ``c`` that maxim
   contributes a finite 34.5 instead of infinity.
 - **Brier**: mean over pixels of ``sum_k (p_k - 1[y = k])^2`` (range 0-2), NOT divided
   by the number of classes.
+- **MCE** and **aECE**: the maximum calibration error over the non-empty equal-width
+  bins and the ECE over ``num_bins`` equal-mass bins formed from whole bins of the fine
+  histogram below (with an error bound against sorting every pixel); defined in
+  :mod:`~reobench_mm.evaluation.functional.calibration_bins`.
 - **cwECE** (classwise ECE, Kull et al. 2019): for each class ``k`` the values ``p_k``
   of all valid pixels are put in the same bins and
   ``cwECE_k = sum_b |sum_{i in b} p_ik - #{i in b: y_i = k}| / n``; cwECE is the mean
   of ``cwECE_k`` over the classes that occur at least once among the valid labels.
   Classes that never occur are skipped (Kull et al. average over all classes; the two
-  agree when every class occurs).
+  agree when every class occurs). The classwise MCE of class ``k`` is the largest
+  ``|sum_{i in b} p_ik - #{i in b: y_i = k}| / n_kb`` over its non-empty bins.
 - **Selective prediction** uses a finer histogram: ``selective_bins`` (``M``)
   equal-width bins ``(0, 1/M], ..., ((M-1)/M, 1)`` of the confidence plus one bin for
   confidence exactly 1.0. Pixels are ranked by decreasing confidence; pixels of the
@@ -72,13 +77,15 @@ import torch
 
 from ...fileio import finite_or_none
 from ..keys import CALIBRATION_METRICS
+from .calibration_bins import (AdaptiveCalibration, adaptive_calibration, bin_index,
+                               maximum_calibration_error)
 
 __all__ = ['NLL_EPSILON', 'STATS_FORMAT', 'PixelCalibrationStats']
 
 #: True-class probabilities are clipped at this value before the log in the NLL.
 NLL_EPSILON = 1e-15
 #: ``format`` field of :meth:`PixelCalibrationStats.to_dict`.
-STATS_FORMAT = 'reobench_mm.pixel_calibration_stats/1'
+STATS_FORMAT = 'reobench_mm.pixel_calibration_stats/2'
 
 # Tolerances of the probability checks (float32 softmax outputs pass them).
 _PROB_RANGE_TOL = 1e-6
@@ -99,27 +106,6 @@ def _harmonic(n: np.ndarray) -> np.ndarray:
     """Harmonic numbers ``H(n) = sum_{j=1}^{n} 1/j`` (``H(0) = 0``) for integer arrays."""
     from scipy.special import digamma  # here: importing the package does not import scipy
     return digamma(np.asarray(n, dtype=np.float64) + 1.0) + np.euler_gamma
-
-
-def _bin_index(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Index ``b`` with ``edges[b] < value <= edges[b + 1]`` for values in [0, 1]; 0 goes
-    to the first bin (the result of ``searchsorted(edges, values) - 1``, faster).
-
-    ``ceil(value * B) - 1`` can be off by one only for values within rounding error of an
-    edge; those few are re-checked against ``edges``.
-    """
-    num_bins = len(edges) - 1
-    scaled = values * num_bins
-    index = np.ceil(scaled).astype(np.int64)
-    index -= 1
-    np.clip(index, 0, num_bins - 1, out=index)
-    near = np.flatnonzero(np.abs(scaled - np.rint(scaled)) < 1e-6)
-    if near.size:
-        flat_index = index.reshape(-1)
-        flat_values = values.reshape(-1)[near]
-        fixed = np.searchsorted(edges, flat_values, side='left') - 1
-        flat_index[near] = np.clip(fixed, 0, num_bins - 1)
-    return index
 
 
 def _first_argmax(probs: np.ndarray) -> np.ndarray:
@@ -146,14 +132,15 @@ class PixelCalibrationStats:
         num_classes (int): Number of classes ``C`` (at least 2).
         num_bins (int): Equal-width confidence bins of ECE, classwise ECE and the
             reliability diagram. Defaults to 15.
-        selective_bins (int): Equal-width bins of the fine confidence histogram used for
-            selective prediction (one more bin holds confidence exactly 1.0).
+        selective_bins (int): Equal-width bins of the fine confidence histogram (count,
+            errors and confidence sum per bin) used for selective prediction and the
+            equal-mass bins of aECE (one more bin holds confidence exactly 1.0).
             Defaults to 10000.
     """
     #: The summed arrays (besides the scalars ``nll_sum`` and ``brier_sum``).
     _ARRAYS = ('top_count', 'top_confidence_sum', 'top_correct', 'class_count',
                'class_probability_sum', 'class_label_count', 'selective_count',
-               'selective_errors')
+               'selective_errors', 'selective_confidence_sum')
 
     def __init__(self, num_classes: int, num_bins: int = 15,
                  selective_bins: int = 10000) -> None:
@@ -174,6 +161,7 @@ class PixelCalibrationStats:
         self.class_label_count = np.zeros((c, b), np.int64)
         self.selective_count = np.zeros(m + 1, np.int64)
         self.selective_errors = np.zeros(m + 1, np.int64)
+        self.selective_confidence_sum = np.zeros(m + 1, np.float64)
         self.nll_sum = 0.0
         self.brier_sum = 0.0
 
@@ -259,17 +247,19 @@ class PixelCalibrationStats:
         confidence = probs[prediction, pixel]
         correct = prediction == labels
 
-        top_bin = _bin_index(confidence, self.bin_edges)
+        top_bin = bin_index(confidence, self.bin_edges)
         self.top_count += np.bincount(top_bin, minlength=b)
         self.top_confidence_sum += np.bincount(top_bin, weights=confidence, minlength=b)
         self.top_correct += np.bincount(top_bin[correct], minlength=b)
 
-        fine_bin = _bin_index(confidence, self.selective_edges)
+        fine_bin = bin_index(confidence, self.selective_edges)
         fine_bin[confidence >= 1.0] = m
         self.selective_count += np.bincount(fine_bin, minlength=m + 1)
         self.selective_errors += np.bincount(fine_bin[~correct], minlength=m + 1)
+        self.selective_confidence_sum += np.bincount(fine_bin, weights=confidence,
+                                                     minlength=m + 1)
 
-        class_bin = _bin_index(probs, self.bin_edges)  # (C, num)
+        class_bin = bin_index(probs, self.bin_edges)  # (C, num)
         class_bin += (np.arange(c) * b)[:, None]
         flat_bin = class_bin.ravel()
         self.class_count += np.bincount(flat_bin, minlength=c * b).reshape(c, b)
@@ -341,6 +331,7 @@ class PixelCalibrationStats:
             'selective_nonzero_bins': nonzero.tolist(),
             'selective_count': self.selective_count[nonzero].tolist(),
             'selective_errors': self.selective_errors[nonzero].tolist(),
+            'selective_confidence_sum': self.selective_confidence_sum[nonzero].tolist(),
         }
 
     @classmethod
@@ -362,6 +353,8 @@ class PixelCalibrationStats:
                              f'[0, {stats.selective_bins}]')
         stats.selective_count[index] = np.asarray(data['selective_count'], dtype=np.int64)
         stats.selective_errors[index] = np.asarray(data['selective_errors'], dtype=np.int64)
+        stats.selective_confidence_sum[index] = np.asarray(data['selective_confidence_sum'],
+                                                           dtype=np.float64)
         stats.nll_sum = float(data['nll_sum'])
         stats.brier_sum = float(data['brier_sum'])
         return stats
@@ -385,6 +378,20 @@ class PixelCalibrationStats:
         if not n:
             return math.nan
         return float(np.abs(self.top_confidence_sum - self.top_correct).sum() / n)
+
+    def maximum_calibration_error(self) -> float:
+        """Top-label MCE: the largest |accuracy - mean confidence| over the non-empty
+        equal-width bins (NaN without pixels)."""
+        return maximum_calibration_error(self.top_count, self.top_confidence_sum,
+                                         self.top_correct)
+
+    def adaptive_calibration(self) -> AdaptiveCalibration:
+        """Top-label ECE over ``num_bins`` equal-mass bins made of whole fine bins, with
+        its error bound (``.ece``, ``.bound``)."""
+        edges = self.selective_edges
+        return adaptive_calibration(
+            self.selective_count, self.selective_confidence_sum, self.selective_errors,
+            np.append(edges[:-1], 1.0), np.append(edges[1:], 1.0), self.num_bins)
 
     def calibration_gap(self) -> float:
         """Mean confidence minus accuracy (NaN without pixels)."""
@@ -416,6 +423,14 @@ class PixelCalibrationStats:
         errors[present] = per_class[present]
         return errors
 
+    def classwise_maximum_calibration_errors(self) -> np.ndarray:
+        """Classwise MCE of every class, shape ``(C,)``; NaN as for
+        :meth:`classwise_calibration_errors`."""
+        present = self.class_label_count.sum(axis=1) > 0
+        errors = maximum_calibration_error(self.class_count, self.class_probability_sum,
+                                           self.class_label_count)
+        return np.where(present, errors, np.nan)
+
     def classwise_ece(self) -> float:
         """Mean of :meth:`classwise_calibration_errors` over the classes present."""
         errors = self.classwise_calibration_errors()
@@ -425,7 +440,7 @@ class PixelCalibrationStats:
     def reliability_diagram(self) -> Dict[str, Any]:
         """Reliability-diagram data (JSON-able): ``bin_edges`` (``B + 1``), per bin
         ``count``, ``mean_confidence`` and ``accuracy`` (None for empty bins), plus
-        ``ECE``, ``gap``, ``accuracy`` and ``num_pixels``."""
+        ``ECE``, ``MCE``, ``gap``, ``accuracy`` and ``num_pixels``."""
         count = self.top_count
         with np.errstate(invalid='ignore', divide='ignore'):
             confidence = self.top_confidence_sum / count
@@ -440,6 +455,7 @@ class PixelCalibrationStats:
             'mean_confidence': values(confidence),
             'accuracy': values(accuracy),
             'ECE': finite_or_none(self.expected_calibration_error()),
+            'MCE': finite_or_none(self.maximum_calibration_error()),
             'gap': finite_or_none(self.calibration_gap()),
             'accuracy_overall': finite_or_none(self.accuracy()),
             'num_pixels': self.num_pixels,
@@ -568,7 +584,10 @@ class PixelCalibrationStats:
     def summary(self) -> Dict[str, float]:
         """The metrics of :data:`~reobench_mm.evaluation.keys.CALIBRATION_METRICS` as
         floats (NaN without pixels)."""
-        values = (self.expected_calibration_error(), self.calibration_gap(),
-                  self.negative_log_likelihood(), self.brier_score(), self.classwise_ece(),
-                  self.aurc(), self.excess_aurc(), self.accuracy_at_coverage(0.9))
-        return dict(zip(CALIBRATION_METRICS, values))
+        values = {'ECE': self.expected_calibration_error(),
+                  'aECE': self.adaptive_calibration().ece,
+                  'MCE': self.maximum_calibration_error(), 'gap': self.calibration_gap(),
+                  'NLL': self.negative_log_likelihood(), 'Brier': self.brier_score(),
+                  'cwECE': self.classwise_ece(), 'AURC': self.aurc(),
+                  'eAURC': self.excess_aurc(), 'acc@90cov': self.accuracy_at_coverage(0.9)}
+        return {name: float(values[name]) for name in CALIBRATION_METRICS}

@@ -10,7 +10,15 @@ Detection" (CVPR-W 2020), over a histogram of detection scores:
 where ``n_b`` detections fall in score bin ``b`` (``N`` in all) and ``precision_b`` is the
 fraction of them that are true positives. The bins are those of the pixel ECE: ``B``
 equal-width bins ``(0, 1/B], ..., ((B-1)/B, 1]``, a score of exactly 0 in the first
-(:func:`score_bin_indices`).
+(:func:`score_bin_indices`). The maximum calibration error over the same bins,
+
+    MCE = max over non-empty bins b of |precision_b - mean score_b|
+
+(Naeini et al. 2015), is
+:func:`~reobench_mm.evaluation.functional.calibration_bins.maximum_calibration_error` of
+the same sums; both are also given per class (the classwise D-ECE and MCE of the
+detections of one class; ``cwECE`` is the mean classwise D-ECE over the classes with
+detections).
 
 Detections and ground truth are read as MMRotate's ``DOTAMetric`` reads them, with the
 same rotated IoU (``mmcv.ops.box_iou_rotated``). Per image and class, detections in
@@ -37,7 +45,7 @@ from typing import Any, Dict
 import numpy as np
 import torch
 
-from .calibration import _bin_index
+from .calibration_bins import bin_index
 
 __all__ = ['TRUE_POSITIVE', 'FALSE_POSITIVE', 'EXCLUDED', 'as_numpy', 'as_rotated_boxes',
            'match_rotated_detections', 'score_bin_indices', 'detection_ece',
@@ -128,7 +136,7 @@ def score_bin_indices(scores: np.ndarray, num_bins: int) -> np.ndarray:
     a score on an inner edge goes to the bin below it, and a score of exactly 0 to the
     first bin."""
     scores = np.asarray(scores, dtype=np.float64)
-    return _bin_index(scores, np.linspace(0.0, 1.0, num_bins + 1))
+    return bin_index(scores, np.linspace(0.0, 1.0, num_bins + 1))
 
 
 def detection_ece(counts: np.ndarray, score_sums: np.ndarray,

@@ -12,6 +12,7 @@ from mmengine.logging import MMLogger
 
 from ...fileio import finite_or_none
 from ...registry import METRICS
+from ..functional.calibration_bins import maximum_calibration_error
 from ..functional.detection_calibration import (EXCLUDED, TRUE_POSITIVE, add_accumulators,
                                                 as_numpy, as_rotated_boxes, detection_ece,
                                                 match_rotated_detections, new_accumulator,
@@ -43,15 +44,17 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
         collect_device: ``'cpu'`` or ``'gpu'``, for collecting results across processes.
         prefix: metric name prefix; default ``'calib'``.
 
-    Returns (``compute_metrics``): ``ECE`` (D-ECE, a fraction in [0, 1]), ``gap`` (mean
+    Returns (``compute_metrics``): ``ECE`` (D-ECE, a fraction in [0, 1]), ``MCE`` (the
+    largest |precision - mean score| over the non-empty score bins), ``gap`` (mean
     score minus precision, signed), ``cwECE`` (mean D-ECE over the classes with
-    detections) and ``num_detections``; ECE, gap and cwECE are NaN without detections.
+    detections) and ``num_detections``; ECE, MCE, gap and cwECE are NaN without
+    detections.
     ``self.last_details`` then holds a JSON-able dict: the settings, the reliability data
     in the layout of
     :class:`~reobench_mm.evaluation.metrics.seg_calibration.SegCalibrationMetric`'s
     (``bin_edges``; per bin ``count``, ``mean_confidence`` = mean score and ``accuracy`` =
-    precision, None for an empty bin; ``ECE``, ``gap``) and per class (by name: ``ECE``,
-    ``gap``, ``num_detections``).
+    precision, None for an empty bin; ``ECE``, ``MCE``, ``gap``) and per class (by name:
+    ``ECE``, ``MCE``, ``gap``, ``num_detections``; None without detections).
     """
     default_prefix: Optional[str] = CALIBRATION_PREFIX
 
@@ -155,6 +158,8 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
                 'RotatedDetectionCalibrationMetric: no detections were counted; the '
                 'calibration errors are NaN')
         ece = detection_ece(counts.sum(0), score_sums.sum(0), tp_sums.sum(0))
+        mce = maximum_calibration_error(counts.sum(0), score_sums.sum(0), tp_sums.sum(0))
+        class_mces = maximum_calibration_error(counts, score_sums, tp_sums)
         gap = ((score_sums.sum() - tp_sums.sum()) / num_detections
                if num_detections else math.nan)
         per_class = {}
@@ -166,7 +171,9 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
                          if class_count else math.nan)
             if class_count:
                 class_eces.append(class_ece)
-            per_class[name] = dict(ECE=finite_or_none(class_ece), gap=finite_or_none(float(class_gap)),
+            per_class[name] = dict(ECE=finite_or_none(class_ece),
+                                   MCE=finite_or_none(float(class_mces[index])),
+                                   gap=finite_or_none(float(class_gap)),
                                    num_detections=class_count)
         cw_ece = float(np.mean(class_eces)) if class_eces else math.nan
 
@@ -181,8 +188,10 @@ class RotatedDetectionCalibrationMetric(DatasetSizeMixin, BaseMetric):
             mean_confidence=[float(v) if f else None
                              for v, f in zip(bin_scores / safe, filled)],
             accuracy=[float(v) if f else None for v, f in zip(bin_tps / safe, filled)],
-            ECE=finite_or_none(ece), gap=finite_or_none(float(gap)), num_detections=num_detections)
+            ECE=finite_or_none(ece), MCE=finite_or_none(mce), gap=finite_or_none(float(gap)),
+            num_detections=num_detections)
         self.last_details = dict(iou_thr=self.iou_thr, score_thr=self.score_thr,
                                  num_bins=self.num_bins, num_detections=num_detections,
                                  reliability=reliability, per_class=per_class)
-        return dict(ECE=ece, gap=float(gap), cwECE=cw_ece, num_detections=num_detections)
+        return dict(ECE=ece, MCE=mce, gap=float(gap), cwECE=cw_ece,
+                    num_detections=num_detections)

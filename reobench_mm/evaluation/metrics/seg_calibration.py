@@ -1,8 +1,9 @@
 """The calibration metric of a semantic segmentor: :class:`SegCalibrationMetric`.
 
 An MMEngine metric (prefix ``calib``) that softmaxes mmseg's ``seg_logits`` (optionally
-with a temperature) and returns ``ECE``, ``gap``, ``NLL``, ``Brier``, ``cwECE``, ``AURC``,
-``eAURC`` and ``acc@90cov`` (:data:`~reobench_mm.evaluation.keys.CALIBRATION_METRICS`),
+with a temperature) and returns ``ECE``, ``aECE``, ``MCE``, ``gap``, ``NLL``, ``Brier``,
+``cwECE``, ``AURC``, ``eAURC`` and ``acc@90cov``
+(:data:`~reobench_mm.evaluation.keys.CALIBRATION_METRICS`),
 computed by :class:`~reobench_mm.evaluation.functional.calibration.PixelCalibrationStats`.
 
 Distributed evaluation: MMEngine's ``DefaultSampler`` pads the last round with repeated
@@ -63,16 +64,18 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
     its last sample apart) as ``self.results == [rank_sum]``; MMEngine gathers one per
     process and :meth:`compute_metrics` sums them, leaving out the samples MMEngine's
     sampler repeated to pad the last round, so several processes give the numbers of
-    one. Returns ``ECE``, ``gap``, ``NLL``, ``Brier``,
+    one. Returns ``ECE``, ``aECE``, ``MCE``, ``gap``, ``NLL``, ``Brier``,
     ``cwECE``, ``AURC``, ``eAURC`` and ``acc@90cov`` (fractions, defined in
     :mod:`reobench_mm.evaluation.functional.calibration`)
     and keeps JSON-able details on :attr:`last_details` (reliability data, classwise ECE
-    per class, the risk-coverage curve with at most 201 points and the accumulator).
+    and MCE per class, the equal-mass bins of aECE with its error bound
+    (``adaptive``), the risk-coverage curve with at most 201 points and the accumulator).
 
     Args:
-        num_bins (int): Bins of ECE / classwise ECE / reliability diagram. Defaults to 15.
+        num_bins (int): Bins of ECE / aECE / MCE / classwise ECE / reliability diagram.
+            Defaults to 15.
         selective_bins (int): Bins of the fine confidence histogram of the selective
-            metrics. Defaults to 10000.
+            metrics and of aECE's equal-mass bins. Defaults to 10000.
         ignore_index (int): Label of ignored pixels. Defaults to 255.
         temperature (float): Logits are divided by it before the softmax (> 0).
             Defaults to 1.0.
@@ -171,6 +174,7 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
             return {key: math.nan for key in CALIBRATION_METRICS}
         metrics = total.summary()
         errors = total.classwise_calibration_errors()
+        class_mces = total.classwise_maximum_calibration_errors()
         names = self._class_names() or [str(k) for k in range(total.num_classes)]
         self.last_details = {
             'metrics': {key: finite_or_none(value) for key, value in metrics.items()},
@@ -180,6 +184,9 @@ class SegCalibrationMetric(DatasetSizeMixin, BaseMetric):
             'reliability': total.reliability_diagram(),
             'classwise_ece': {str(name): finite_or_none(value)
                               for name, value in zip(names, errors)},
+            'classwise_mce': {str(name): finite_or_none(value)
+                              for name, value in zip(names, class_mces)},
+            'adaptive': total.adaptive_calibration().to_dict(),
             'risk_coverage': total.risk_coverage_curve(max_points=self.CURVE_POINTS),
             'aurc_quantisation_bound': finite_or_none(total.aurc_quantisation_bound()),
             'stats': total.to_dict(),
