@@ -37,7 +37,7 @@ from .paired import (DEFAULT_PERMUTATIONS, PairedNumbers, benjamini_hochberg, fl
                      kendall_tau_b_rows, model_numbers, paired_numbers)
 
 __all__ = ['PairedModels', 'paired_models', 'DEFAULT_ALPHA', 'numbers_of_table',
-           'paired_markdown', 'paired_csv_rows', 'flips_csv_rows']
+           'paired_markdown', 'paired_csv_rows', 'flips_csv_rows', 'model_image_stats']
 
 #: False discovery rate of the significance marks.
 DEFAULT_ALPHA = 0.05
@@ -137,15 +137,17 @@ def check_same_draws(model_set: ModelSet) -> None:
                                  'images differ, so they cannot be compared image by image')
 
 
-def _load(model_set: ModelSet) -> Tuple[Optional[List[dict]], Optional[str]]:
-    """Each model's statistics (restricted to the compared conditions), or why not."""
-    check_same_draws(model_set)
+def model_image_stats(model_set: ModelSet, consequence: str
+                      ) -> Tuple[Optional[List[dict]], Optional[str]]:
+    """Each model's per-image statistics (restricted to the compared conditions), or
+    ``(None, why)`` naming the first model without them and ``consequence`` (what the
+    caller does without them)."""
     out = []
     for model, results in zip(model_set.models, model_set.files):
         stats = results.image_stats()
         if stats is None:
             return None, (f'{model} ({results.path}) has no per-image statistics (written '
-                          'before they were kept): no paired tests')
+                          f'before they were kept): {consequence}')
         out.append({c: stats[c] for c in model_set.conditions})
     return out, None
 
@@ -160,7 +162,8 @@ def paired_models(model_set: ModelSet, *, resamples: int = DEFAULT_RESAMPLES,
     Raises:
         ValueError: models evaluated on different images (named).
     """
-    stats, why = _load(model_set)
+    check_same_draws(model_set)
+    stats, why = model_image_stats(model_set, 'no paired tests')
     if stats is None:
         return None, why
     models = model_set.models

@@ -18,7 +18,7 @@ clean → condition rows the intervals are those of the paired tests
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ..evaluation.functional.condition_stats import ImageStats
 from .intervals import check_same_images, interval_of, summary_numbers
 from .model_set import SEVERITY_MEAN_PREFIX, ModelSet
 from .paired import kendall_tau_b_rows
-from .paired_models import check_same_draws
+from .paired_models import check_same_draws, model_image_stats
 from .rank_stability import RankStatistics, higher_is_better
 
 __all__ = ['rank_intervals', 'measure_replicates']
@@ -74,13 +74,9 @@ def rank_intervals(model_set: ModelSet, statistics: RankStatistics, *, resamples
     Raises:
         ValueError: models evaluated on different images or corruption draws (named).
     """
-    all_stats: List[Dict[Condition, ImageStats]] = []
-    for model, results in zip(model_set.models, model_set.files):
-        stats = results.image_stats()
-        if stats is None:
-            return None, (f'{model} ({results.path}) has no per-image statistics: rank '
-                          'statistics without intervals')
-        all_stats.append({c: stats[c] for c in model_set.conditions})
+    all_stats, why = model_image_stats(model_set, 'rank statistics without intervals')
+    if all_stats is None:
+        return None, why
     check_same_draws(model_set)
     image_ids = check_same_images({(m, c.key): s[c] for m, s in zip(model_set.models,
                                                                     all_stats)
