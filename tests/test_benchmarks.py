@@ -15,6 +15,7 @@ SCRIPTS = sorted(osp.basename(p) for p in glob.glob(osp.join(PROJECT_ROOT, 'benc
 def _arguments(script, demo_data, tmp_path):
     """The smallest settings of each script."""
     return {
+        'attack_step_cost.py': ['--repeats', '1', '--images', '1', '--data-root', demo_data],
         'corruption_speed.py': ['--repeats', '1', '--sizes', '64', '--reference-size', '16'],
         'bootstrap_intervals.py': ['--smallest'],
         'image_stats_overhead.py': ['--data-root', osp.join(demo_data, 'potsdam'),
@@ -31,7 +32,7 @@ def _arguments(script, demo_data, tmp_path):
 
 
 def test_every_benchmark_is_covered():
-    assert SCRIPTS == ['bootstrap_intervals.py', 'corruption_speed.py',
+    assert SCRIPTS == ['attack_step_cost.py', 'bootstrap_intervals.py', 'corruption_speed.py',
                        'image_stats_overhead.py', 'import_time.py', 'large_image_memory.py',
                        'sweep_overhead.py']
 

@@ -6,7 +6,7 @@ Layers, bottom up (the target layout of the package):
  1. ``version``, ``fileio``, ``registry``, ``errors``  (base)
  2. ``corruptions``                     (pure numpy/OpenCV)
  3. ``transforms``, ``datasets``
- 4. ``models``
+ 4. ``models``, ``attacks``           (attacks reach models through their own methods)
  5. ``evaluation``                      (MMEngine metrics and their math)
  6. ``engine``                          (runner extensions: loops, hooks, checkpoints)
  7. ``utils``                           (config side of the tools)
@@ -37,7 +37,7 @@ LAYERS: Dict[str, int] = {
     'version': 1, 'fileio': 1, 'registry': 1, 'errors': 1,
     'corruptions': 2,
     'transforms': 3, 'datasets': 3,
-    'models': 4,
+    'models': 4, 'attacks': 4,
     'evaluation': 5,
     'engine': 6,
     'utils': 7,

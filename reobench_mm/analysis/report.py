@@ -44,6 +44,7 @@ from .intervals import available_intervals, summary_intervals
 from .results import RobustnessSummary, aggregate, check_condition, corruption_order
 from .results_file import RESULTS_FORMAT
 from .shift_table import shift_lines
+from .attack_table import ATTACK_CURVES_PLOT, attack_lines, plot_attack_curves
 from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
 from .worst_cases import (WORST_CASES_CSV, WORST_CASES_FILE, WORST_CASES_PLOT,
                           plot_worst_cases, worst_case_lines, worst_cases,
@@ -276,6 +277,9 @@ def render_report_md(summary: RobustnessSummary,
     lines += interval_lines(summary)
     if summary.shifts:
         lines += shift_lines(summary.shifts)
+    if summary.attacks:
+        lines += attack_lines(summary.attacks, ATTACK_CURVES_PLOT
+                              if ATTACK_CURVES_PLOT in plots else None)
     lines += seed_lines(summary)
     lines += ['## Per severity', '']
     severities = list(summary.severities)
@@ -466,7 +470,8 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                  corruption_seed: int = 0,
                  seed_image_stats: Optional[Mapping[Any, Any]] = None,
                  seed_image_files: Optional[Mapping[Any, Tuple[str, str]]] = None,
-                 shifts: Optional[Mapping[str, Any]] = None) -> Report:
+                 shifts: Optional[Mapping[str, Any]] = None,
+                 attacks: Optional[Mapping[str, Any]] = None) -> Report:
     """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
     ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
     ``drop_by_corruption.png`` into ``out_dir``. A ready
@@ -499,7 +504,9 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     ``results.json``. The worst cases and the calibration details are those of the
     first seed. ``shifts`` (the block of
     :func:`~reobench_mm.analysis.shift_table.shift_block`) adds the shift sets' numbers
-    and report section."""
+    and report section; ``attacks`` (the block of
+    :func:`~reobench_mm.analysis.attack_table.attack_block`) the attacks' numbers, report
+    section and (with plots) ``attack_curves.png``."""
     if isinstance(results, RobustnessSummary):
         if seed_results:
             raise ValueError('seed_results are folded into the results before they are '
@@ -514,6 +521,8 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
         summary.corruption_seeds = seeds
     if shifts:
         summary.shifts = dict(shifts)
+    if attacks:
+        summary.attacks = dict(attacks)
     stats, stats_ok = {}, False
     if image_stats is not None:
         stats = {check_condition(c, summary.protocol): v for c, v in image_stats.items()}
@@ -557,6 +566,10 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                     for d in calibration_details.values()):
                 report.files['risk_coverage.png'] = plot_risk_coverage(
                     summary, calibration_details, path('risk_coverage.png'))
+        if summary.attacks:
+            curves = plot_attack_curves(summary.attacks, path(ATTACK_CURVES_PLOT))
+            if curves is not None:
+                report.files[ATTACK_CURVES_PLOT] = curves
     worst = []
     if stats_ok:
         worst = _write_worst_cases(report, stats, summary, path,

@@ -477,6 +477,8 @@ class RobustnessSummary:
             :func:`~reobench_mm.analysis.corruption_seeds.fold_seeds`.
         shifts: None, or the block of the run's shift sets (other test sets as
             conditions: :func:`~reobench_mm.analysis.shift_table.shift_block`).
+        attacks: None, or the block of the run's attacks
+            (:func:`~reobench_mm.analysis.attack_table.attack_block`).
     """
     protocol: str
     task: Optional[str]
@@ -501,6 +503,7 @@ class RobustnessSummary:
     intervals: Optional[Dict[str, Any]] = None
     corruption_seeds: Optional[Dict[str, Any]] = None
     shifts: Optional[Dict[str, Any]] = None
+    attacks: Optional[Dict[str, Any]] = None
 
     def category(self, name: str) -> str:
         """The category of corruption ``name``."""
@@ -553,6 +556,8 @@ class RobustnessSummary:
             data['corruption_seeds'] = self.corruption_seeds
         if self.shifts is not None:
             data['shifts'] = self.shifts
+        if self.attacks is not None:
+            data['attacks'] = self.attacks
         return nan_to_null(data)
 
 

@@ -35,6 +35,7 @@ from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
 from .decode_cache import DEFAULT_MAX_BYTES
 from .plan import SweepPlan
 from .released_sets import parse_corruption_files
+from .attack_sets import AttackCondition, attack_conditions, attacks_to_dict, parse_attacks
 from .shift_sets import ShiftCondition, parse_shifts, shift_conditions, shifts_to_dict
 
 __all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OPTIONS',
@@ -132,6 +133,12 @@ class RobustnessOptions:
         "REOBench authors' released test sets): dict(dataset=dict(...) with {corruption}, "
         '{folder} and {severity} in its strings[, geometric=dict(...), folders=..., '
         'corruptions=...]) in the config')
+    attacks: Any = _option(
+        None, 'adversarial attacks evaluated as conditions of the run (worst-case '
+        'robustness): {name: dict(eps=[...] in pixel units[, type=..., steps=..., '
+        'alpha=..., random_start=..., losses=..., max_value=..., corruptions=..., '
+        'severities=...])} in the config; names (or type) fgsm, pgd, pgd_l2, segpgd, '
+        'cospgd, apgd')
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -173,6 +180,11 @@ class RobustnessOptions:
             raise SweepError('corruption_files with temperature_split: the files of a '
                              'geometric corruption would be split by their own labels; fit '
                              'the temperature on a val_dataloader of other images instead')
+        set_(self, 'attacks', parse_attacks(self.attacks, self.protocol))
+        if self.attacks and self.shard is not None:
+            raise SweepError('attacks cannot be sharded yet: evaluate the attacks in a run '
+                             'without shard (the same out_dir reuses its finished '
+                             'conditions)')
         if self.shifts and self.shard is not None:
             raise SweepError('shifts cannot be sharded yet: evaluate the shift sets in a run '
                              'without shard (the same out_dir reuses its finished '
@@ -255,15 +267,20 @@ class RobustnessOptions:
         return shift_conditions(self.shifts, self.clean)
 
     @property
+    def attack_conditions(self) -> List[AttackCondition]:
+        """The conditions of the attacks (:mod:`~reobench_mm.robustness.attack_sets`)."""
+        return attack_conditions(self.attacks, self.clean)
+
+    @property
     def conditions(self) -> List[Any]:
         """The conditions of a run with these options: the plan's (the shard's, or all),
-        then the shift sets'."""
-        return self.plan.conditions + self.shift_conditions
+        then the shift sets', then the attacks'."""
+        return self.plan.conditions + self.shift_conditions + self.attack_conditions
 
     @property
     def all_conditions(self) -> List[Any]:
         """Every condition of the run, all shards together."""
-        return self.plan.all_conditions + self.shift_conditions
+        return self.plan.all_conditions + self.shift_conditions + self.attack_conditions
 
     @property
     def temperature_fit(self) -> Dict[str, Any]:
@@ -297,6 +314,8 @@ class RobustnessOptions:
                 value = '{}/{}'.format(*value)
             if name == 'shifts':
                 value = shifts_to_dict(value)
+            if name == 'attacks':
+                value = attacks_to_dict(value)
             if name == 'corruption_files' and value is not None:
                 value = value.to_dict()
             out[name] = list(value) if isinstance(value, tuple) else value
@@ -309,7 +328,7 @@ OPTION_NAMES: Tuple[str, ...] = tuple(f.name for f in fields(RobustnessOptions))
 #: is their work dir).
 SWEEP_OPTIONS = tuple(n for n in OPTION_NAMES if n != 'out_dir')
 #: The sweep's options without a command-line flag: the sweep takes them from the config's
-#: ``test_cfg`` when they are not given (``shifts``, ``corruption_files``).
+#: ``test_cfg`` when they are not given (``shifts``, ``corruption_files``, ``attacks``).
 CONFIG_ONLY_OPTIONS = tuple(n for n in SWEEP_OPTIONS
                             if next(f for f in fields(RobustnessOptions)
                                     if f.name == n).metadata['cli'] is None)

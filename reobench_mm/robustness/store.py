@@ -346,9 +346,11 @@ class ConditionStore:
 
     def write(self, condition: Condition, metrics: Mapping[str, float], seconds: float,
               calibration: Optional[Mapping[str, Any]] = None,
-              image_stats: Optional[ImageStats] = None) -> Dict[str, Any]:
+              image_stats: Optional[ImageStats] = None,
+              attack: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         """Write the record of a finished condition (sealed, atomically) and, before it,
-        its per-image statistics; returns the record.
+        its per-image statistics; returns the record. ``attack``: what an attack condition
+        records beside its metrics (its cost, largest perturbation and per-step curve).
 
         Raises:
             SweepError: a file cannot be written (:func:`write_error`), or the per-image
@@ -363,6 +365,8 @@ class ConditionStore:
             record['source'] = self.source(condition)
         if self.calibration:
             record['calibration'] = json_round_trip(calibration or {})
+        if attack is not None:
+            record['attack_run'] = json_round_trip(dict(attack))
         record['images'] = None
         if image_stats is not None:
             mismatch = image_stats_mismatch(image_stats, result)

@@ -60,7 +60,7 @@ from ..utils.config import prepare_test_config
 from .evaluators import calibration_metric_cfgs
 from .held_out import check_held_out, seen_in_training
 from .options import CONFIG_ONLY_OPTIONS, SWEEP_OPTIONS, RobustnessOptions
-from .shift_sets import ShiftCondition
+from .conditions import coerce_condition
 from .plan import default_sweep_work_dir
 from .store import CONDITIONS_DIR, condition_record_name
 from .test_loop import RobustnessTestLoop, SweepOutcome
@@ -167,9 +167,8 @@ class RobustnessSweep:
         return self.options.all_conditions
 
     def condition_file(self, condition: Any) -> str:
-        if not isinstance(condition, ShiftCondition):
-            condition = self.plan.condition(condition)
-        return osp.join(self.work_dir, condition_record_name(condition))
+        return osp.join(self.work_dir,
+                        condition_record_name(coerce_condition(self.plan, condition)))
 
     @property
     def decode_caches(self) -> list:

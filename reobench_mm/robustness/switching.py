@@ -30,7 +30,8 @@ from mmengine.logging import MMLogger, print_log
 from torch.utils.data import DataLoader
 
 from ..analysis.intervals import SUMMARY_INTERVAL_KEYS
-from ..analysis.results import RobustnessSummary
+from ..analysis.results import RobustnessSummary, condition_result_from_metrics
+from ..analysis.attack_table import attack_metric_keys
 from ..analysis.shift_table import shift_metric_keys
 from reobench_corruptions.condition import Condition
 from ..engine.corruption_loop import check_batch_condition, check_not_empty
@@ -40,6 +41,7 @@ from ..evaluation.keys import (HELD_OUT_SCORES, HELD_OUT_SUFFIX, ROBUST_SCORES,
                                condition_metric_key, robust_key)
 from ..transforms.placement import (Placement, corruption_steps, place_condition,
                                     stop_live_workers)
+from .attack_sets import AttackCondition
 from .decode_cache import cache_loading_steps
 from .plan import SweepPlan
 from .released_sets import files_dataset_cfg
@@ -70,6 +72,7 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
     for condition, result in summary.conditions.items():
         out[condition_metric_key(condition.tag, summary.metric)] = float(result.value)
     out.update(shift_metric_keys(summary.shifts))
+    out.update(attack_metric_keys(summary.attacks))
     intervals = summary.intervals
     if isinstance(intervals, dict) and intervals.get('available'):
         for name in SUMMARY_INTERVAL_KEYS:
@@ -190,6 +193,8 @@ class ConditionSwitching:
         data = self.condition_data
         if data is None:
             return None
+        if isinstance(condition, AttackCondition):  # an attack reads its base's images
+            return self._own_data(condition.base)
         if isinstance(condition, ShiftCondition):
             shift = self._shift_sets[condition.shift]
             what = f'shift set {shift.name!r}'
@@ -213,18 +218,52 @@ class ConditionSwitching:
         out = copy.deepcopy(dict(run))
         shift = isinstance(condition, ShiftCondition)
         part = 'shift_set' if shift else 'file_set'
-        name = condition.shift if shift else condition.key
+        name = condition.shift if shift else getattr(condition, 'base', condition).key
         out['data'] = dict(out.get('data') or {},
                            **{part: dict(name=name, **self.condition_data.fingerprint(*own))})
         return out
 
-    def _evaluate_any(self, condition: Any) -> Tuple[Dict[str, float], float]:
+    #: the attack being evaluated (None outside an attack condition)
+    attack_run: Any = None
+    #: what the last attack condition recorded beside its metrics
+    last_attack: Optional[Dict[str, Any]] = None
+
+    def _evaluate_attack(self, condition: AttackCondition) -> Tuple[Dict[str, float], float]:
+        """Evaluate an attack condition: its base condition (clean, or a corruption at a
+        severity), with every batch attacked before the model predicts it
+        (:class:`~reobench_mm.robustness.attack_run.AttackRun`)."""
+        from .attack_run import AttackRun
+        classes = (getattr(self.dataloader.dataset, 'metainfo', None) or {}).get('classes')
+        self.attack_run = AttackRun(condition, self.runner.model, self.task,
+                                    self.ignore_index, len(classes or ()))
+        try:
+            metrics, seconds = self._evaluate_any(condition.base, quiet=True)
+            run = self.attack_run
+        finally:
+            self.attack_run = None
+        self.last_attack = run.record(
+            condition_result_from_metrics(metrics, self.task.results_name).value)
+        return metrics, seconds
+
+    def _attacked(self, data_batch: Any) -> Any:
+        """The batch as the model sees it: attacked while an attack condition is
+        evaluated, else as it is."""
+        if self.attack_run is None:
+            return data_batch
+        return self.attack_run.attack_batch(data_batch)
+
+    def _evaluate_any(self, condition: Any, quiet: Optional[bool] = None
+                      ) -> Tuple[Dict[str, float], float]:
         """Evaluate a condition, on its own data where it has some: that data's
         dataloader and steps in place of the test set's for the time it takes (a shift
-        set under its base condition, the files of a corruption clean)."""
+        set under its base condition, the files of a corruption clean); an attack
+        condition through :meth:`_evaluate_attack`."""
+        self.last_attack = None
+        if isinstance(condition, AttackCondition):
+            return self._evaluate_attack(condition)
         own = self._own_data(condition)
         if own is None:
-            return self._evaluate_condition(condition)
+            return self._evaluate_condition(condition, quiet=quiet)
         loader, steps = self.condition_data.dataloader(*own)
         base = condition.base if isinstance(condition, ShiftCondition) else condition.clean()
         saved = self.dataloader, self.steps

@@ -27,7 +27,9 @@ from torch.utils.data import DataLoader
 
 from ..analysis.report import Report, make_provenance, write_report
 from ..analysis.results import ConditionResult
+from ..analysis.attack_table import attack_block
 from ..analysis.shift_table import shift_block
+from ..attacks.spec import eps_label
 from reobench_corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..engine.corruption_loop import empty_dataset_error
@@ -39,6 +41,8 @@ from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
 from ..fileio import file_sha256, json_round_trip
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
+from .attack_sets import AttackCondition, attacks_to_dict, check_attack_task
+from .conditions import coerce_condition
 from .evaluators import calibration_metrics, condition_image_stats, robustness_evaluator
 from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
 from .held_out import check_held_out, seen_in_training
@@ -140,6 +144,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                                  options.seen_corruptions)
         check_held_out(options.corruptions, self.seen_in_training, options.held_out_only)
         self.task: Task = get_task(infer_task(cfg))
+        check_attack_task(options.attacks, self.task.name)
         self.ignore_index = _ignore_index(evaluator)
         evaluator = robustness_evaluator(evaluator, self.task, options.calibration,
                                          options.temperature_scaling, self.ignore_index)
@@ -200,9 +205,9 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
         return self.options.all_conditions
 
     def _coerce(self, value: Any) -> Any:
-        """A condition of this run: a shift condition as it is, else
-        :meth:`SweepPlan.condition`."""
-        return value if isinstance(value, ShiftCondition) else self.plan.condition(value)
+        """A condition of this run (:func:`~reobench_mm.robustness.conditions.
+        coerce_condition`)."""
+        return coerce_condition(self.plan, value)
 
     def set_source(self, *, config: Optional[str] = None, checkpoint: Optional[str] = None,
                    cfg_options: Optional[Mapping[str, Any]] = None,
@@ -315,6 +320,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                        intervals=options.interval_settings,
                                        evaluated_images=len(self.dataloader.dataset),
                                        shifts=shifts_to_dict(options.shifts),
+                                       attacks=attacks_to_dict(options.attacks),
                                        corruption_files=None if options.corruption_files
                                        is None else options.corruption_files.to_dict(),
                                        read_from_files=[c.key for c in self.all_conditions
@@ -344,7 +350,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
 
     def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
         self._check_batch(idx, data_batch)
-        super().run_iter(idx, data_batch)
+        super().run_iter(idx, self._attacked(data_batch))
 
     def _prepare(self) -> None:
         """Before the first condition: decode the samples once, fit the temperature."""
@@ -399,7 +405,8 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                     if main:
                         record = self.store.write(condition, metrics, seconds,
                                                   self.last_calibration,
-                                                  self.last_image_stats)
+                                                  self.last_image_stats,
+                                                  attack=self.last_attack)
                         bar.break_line()
                         print_log(f'robustness [{number}/{len(todo)}] {condition.tag}: '
                                   f'{self.task.metric_name} '
@@ -458,7 +465,9 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
             records = self.load_records(self.all_conditions)
         plan = self.plan
         shifted = {c: r for c, r in records.items() if isinstance(c, ShiftCondition)}
-        records = {c: r for c, r in records.items() if c not in shifted}
+        attacked = {c: r for c, r in records.items() if isinstance(c, AttackCondition)}
+        records = {c: r for c, r in records.items()
+                   if c not in shifted and c not in attacked}
         first = {c: r for c, r in records.items() if not plan.is_extra_seed(c)}
         further = {c: r for c, r in records.items() if plan.is_extra_seed(c)}
         try:
@@ -477,7 +486,8 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                               for c, r in further.items()},
                 corruption_seed=plan.seed, seed_image_stats=self.store.image_stats(further),
                 seed_image_files=self.store.image_files(further),
-                shifts=self._shift_block(first, shifted))
+                shifts=self._shift_block(first, shifted),
+                attacks=self._attack_block(first, attacked))
         except OSError as error:
             raise write_error(error.filename or f'the report in {self.work_dir}',
                               error) from None
@@ -498,6 +508,23 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                            metric=self.task.metric_name, id_stats=stats[self.plan.clean],
                            resamples=settings['resamples'], level=settings['level'],
                            seed=settings['seed'])
+
+    def _attack_block(self, first: Dict[Condition, dict],
+                      attacked: Dict[AttackCondition, dict]) -> Optional[dict]:
+        """The attacks' block of the report (None without attacks)."""
+        if not attacked:
+            return None
+        clean = first[self.plan.clean]
+        stats = self.store.image_stats({**{self.plan.clean: clean}, **attacked})
+        rows = [dict(attack=c.spec.name, type=c.spec.kind, eps=eps_label(c.spec.eps),
+                     norm=c.spec.norm, base=c.base_key, key=c.key,
+                     value=r['result']['value'], stats=stats[c], record=r.get('attack_run'))
+                for c, r in attacked.items()]
+        settings = self.options.interval_settings
+        return attack_block(rows, clean_value=clean['result']['value'],
+                            metric=self.task.metric_name, clean_stats=stats[self.plan.clean],
+                            resamples=settings['resamples'], level=settings['level'],
+                            seed=settings['seed'])
 
     def _worst_case_panels(self, cases: dict) -> list:
         """Thumbnails of the worst cases: the model run again on each under its

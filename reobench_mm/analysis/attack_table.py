@@ -1,0 +1,246 @@
+"""The attacks of one run: the ``attacks`` block of ``results.json``, its report section,
+its logger keys and the per-step curves' plot.
+
+Each attack condition is compared with the clean condition of the same test images: the
+drop ``clean − attacked`` and the relative drop ``(clean − attacked) / clean``. The
+*worst of the battery* at a budget ε (Halmosi et al., ECCV 2024: a single attack
+overestimates robustness) takes, per image, the attack whose result on that image is
+worst (the lowest per-image metric: for segmentation the image's own mIoU from its
+intersection/prediction/label areas; ties go to the attack listed first) and computes the
+metric from those images' statistics, as ``IoUMetric`` pools them; it is given for every
+budget at which at least two attacks ran on the same base condition (clean, or one
+corruption at one severity).
+
+Intervals: the attack conditions are evaluated on the clean condition's images, so each
+is resampled with the summary's own clean resamples (the same per-image counts:
+:func:`~reobench_mm.evaluation.functional.bootstrap.resample_counts` with the run's
+bootstrap seed), and the drop's interval is that of the paired differences.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..evaluation.functional.bootstrap import resample_counts
+from ..evaluation.functional.image_stats import SegmentationImageStats
+from .intervals import interval_of
+
+__all__ = ['attack_block', 'attack_lines', 'attack_metric_keys', 'worst_of_battery',
+           'plot_attack_curves', 'ATTACK_KEY_PREFIX', 'ATTACK_CURVES_PLOT']
+
+#: The logger keys of the attacks: ``adv/<attack>_eps<ε>/<metric>``, ...
+ATTACK_KEY_PREFIX = 'adv'
+#: The plot of the per-step curves.
+ATTACK_CURVES_PLOT = 'attack_curves.png'
+
+
+def _relative(drop: float, clean: float) -> float:
+    return drop / clean if clean else math.nan
+
+
+def worst_of_battery(stats: Sequence[Any]) -> tuple:
+    """Per image the worst of several conditions' per-image statistics of the same images
+    (segmentation: :class:`SegmentationImageStats`): ``(stats of the chosen images,
+    index of the chosen condition per image)``.
+
+    Raises:
+        ValueError: statistics of other images or classes, or of detection (no per-image
+            selection of detections yet).
+    """
+    if not stats or any(not isinstance(s, SegmentationImageStats) for s in stats):
+        raise ValueError('the worst of the battery is computed from segmentation '
+                         'statistics')
+    shapes = {s.areas.shape for s in stats}
+    if len(shapes) != 1:
+        raise ValueError(f'the attacks have statistics of other shapes {sorted(shapes)}')
+    values = np.stack([s.per_image_values() for s in stats])  # (A, N)
+    values = np.where(np.isnan(values), np.inf, values)  # an image without any class
+    choice = np.argmin(values, axis=0)  # first of the tied attacks
+    areas = np.stack([stats[a].areas[i].astype(np.int64) for i, a in enumerate(choice)]) \
+        if len(choice) else stats[0].areas.astype(np.int64)
+    return SegmentationImageStats(areas, stats[0].nan_to_num), choice
+
+
+def attack_block(rows: Sequence[Mapping[str, Any]], *, clean_value: float, metric: str,
+                 clean_stats: Any = None, resamples: int = 0, level: float = 0.95,
+                 seed: int = 0) -> Dict[str, Any]:
+    """The ``attacks`` block of ``results.json``.
+
+    Args:
+        rows: one per attack condition, in run order: ``attack`` (its name), ``type``,
+            ``eps`` (the budget as written in keys), ``norm``, ``base`` (``'clean'`` or
+            ``'cloud@3'``), ``key``, ``value`` (its metric, 0-100), ``stats`` (per-image
+            statistics or None) and ``record`` (what the condition recorded: cost, curve).
+        clean_value: the clean metric; ``clean_stats``: its per-image statistics.
+        metric: the metric's display name.
+        resamples, level, seed: the bootstrap settings (0 resamples: no intervals).
+    """
+    intervals = bool(resamples) and clean_stats is not None and \
+        all(r.get('stats') is not None for r in rows)
+    counts = clean_reps = None
+    if intervals:
+        counts = resample_counts(clean_stats.num_images, resamples, seed)
+        clean_reps = np.asarray(clean_stats.task.values(counts), dtype=np.float64)
+
+    def entry(value: float, stats: Any) -> Dict[str, Any]:
+        drop = clean_value - value
+        out = dict(value=value, drop=drop, relative_drop=_relative(drop, clean_value))
+        if intervals and stats is not None:
+            reps = np.asarray(stats.values(counts), dtype=np.float64)
+            drops = clean_reps - reps
+            with np.errstate(divide='ignore', invalid='ignore'):
+                relative = np.where(clean_reps != 0, drops / clean_reps, math.nan)
+            out.update(value_ci=interval_of(reps, level), drop_ci=interval_of(drops, level),
+                       relative_drop_ci=interval_of(relative, level))
+        return out
+
+    table = []
+    for row in rows:
+        record = dict(row.get('record') or {})
+        item = dict(attack=row['attack'], type=row['type'], eps=row['eps'], norm=row['norm'],
+                    base=row['base'], key=row['key'],
+                    **entry(row['value'], None if row.get('stats') is None
+                            else row['stats'].task))
+        for name in ('seconds', 'seconds_per_image', 'peak_memory_bytes', 'peak_memory',
+                     'largest_budget_ratio', 'curve'):
+            if name in record:
+                item[name] = record[name]
+        table.append(item)
+    worst = []
+    groups: Dict[tuple, List[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault((row['eps'], row['norm'], row['base']), []).append(i)
+    for (eps, norm, base), members in groups.items():
+        if len(members) < 2:
+            continue
+        stats = [rows[i].get('stats') for i in members]
+        attacks = [rows[i]['attack'] for i in members]
+        item = dict(eps=eps, norm=norm, base=base, attacks=attacks,
+                    key=f'{ATTACK_KEY_PREFIX}/worst_eps{eps}'
+                    + ('' if norm == 'linf' else f'_{norm}')
+                    + ('' if base == 'clean' else f'/{base}'))
+        if any(s is None for s in stats):
+            item.update(value=None, note='no per-image statistics')
+        else:
+            try:
+                chosen, choice = worst_of_battery([s.task for s in stats])
+            except ValueError as error:
+                item.update(value=None, note=str(error))
+            else:
+                item.update(entry(chosen.recorded_value(), chosen))
+                item['images_per_attack'] = {a: int(np.sum(choice == k))
+                                             for k, a in enumerate(attacks)}
+        worst.append(item)
+    return dict(metric=metric, clean=clean_value, attacks=table, worst=worst,
+                intervals=dict(resamples=resamples, level=level, seed=seed)
+                if intervals else None)
+
+
+def _number(value: Optional[float], interval: Optional[Sequence[float]] = None,
+            scale: float = 1.0, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return 'n/a'
+    text = f'{value * scale:.{digits}f}'
+    if interval:
+        text += f' [{interval[0] * scale:.{digits}f}, {interval[1] * scale:.{digits}f}]'
+    return text
+
+
+def _memory(row: Mapping[str, Any]) -> str:
+    peak = row.get('peak_memory_bytes')
+    if peak is None:
+        return 'n/a'
+    mark = '' if row.get('peak_memory') == 'device' else ' (RSS)'
+    return f'{peak / 2**20:.0f} MiB{mark}'
+
+
+def attack_lines(block: Mapping[str, Any], plot: Optional[str] = None) -> List[str]:
+    """The report's section on the attacks (markdown lines)."""
+    metric = block['metric']
+    level = (block.get('intervals') or {}).get('level')
+    lines = ['## Adversarial robustness', '',
+             f'Each attack perturbs every test image within the budget ε (in the input\'s '
+             f'pixel units; L∞ unless marked L2) to lower the model\'s {metric}; drop = '
+             f'clean − attacked. The worst of the battery takes, per image, the attack with '
+             f'the lowest per-image {metric} at that budget.']
+    if level is not None:
+        lines[-1] += (f' Brackets: {level:.0%} bootstrap intervals over the test images '
+                      '(the same resamples as the clean interval; drops paired).')
+    lines += ['', f'Clean {metric}: {_number(block["clean"])}', '',
+              f'| Attack | Type | ε | On | {metric} | Drop | Relative drop (%) | Seconds '
+              '| s / image | Peak memory |', '|---|---|---:|---|---:|---:|---:|---:|---:|---:|']
+    for r in block['attacks']:
+        eps = r['eps'] + (' (L2)' if r['norm'] == 'l2' else '')
+        lines.append(f'| {r["attack"]} | {r["type"]} | {eps} | {r["base"]} | '
+                     f'{_number(r["value"], r.get("value_ci"))} | '
+                     f'{_number(r["drop"], r.get("drop_ci"))} | '
+                     f'{_number(r["relative_drop"], r.get("relative_drop_ci"), 100.0, 1)} | '
+                     f'{_number(r.get("seconds"), digits=1)} | '
+                     f'{_number(r.get("seconds_per_image"), digits=3)} | {_memory(r)} |')
+    if block['worst']:
+        lines += ['', '### Worst of the battery', '',
+                  f'| ε | On | Attacks | {metric} | Drop | Relative drop (%) | Images per '
+                  'attack |', '|---:|---|---|---:|---:|---:|---|']
+        for w in block['worst']:
+            eps = w['eps'] + (' (L2)' if w['norm'] == 'l2' else '')
+            per = ', '.join(f'{a}: {n}' for a, n in (w.get('images_per_attack') or {}).items())
+            lines.append(f'| {eps} | {w["base"]} | {", ".join(w["attacks"])} | '
+                         f'{_number(w.get("value"), w.get("value_ci"))} | '
+                         f'{_number(w.get("drop"), w.get("drop_ci"))} | '
+                         f'{_number(w.get("relative_drop"), w.get("relative_drop_ci"), 100.0, 1)}'
+                         f' | {per or w.get("note", "")} |')
+    if plot:
+        lines += ['', f'![{metric} against the attack step]({plot})']
+    return lines + ['']
+
+
+def attack_metric_keys(block: Optional[Mapping[str, Any]]) -> Dict[str, float]:
+    """The logger keys of the attacks: per attack condition ``adv/<attack>_eps<ε>/<metric>``
+    and ``.../drop`` (on a corrupted image its condition is added:
+    ``adv/pgd_eps8/cloud@3/mIoU``), and per budget the worst of the battery
+    ``adv/worst_eps<ε>/<metric>``."""
+    if not block:
+        return {}
+    metric, out = block['metric'], {}
+    for r in block['attacks']:
+        out[f'{r["key"]}/{metric}'] = float(r['value'])
+        out[f'{r["key"]}/drop'] = float(r['drop'])
+    for w in block['worst']:
+        if w.get('value') is not None:
+            out[f'{w["key"]}/{metric}'] = float(w['value'])
+            out[f'{w["key"]}/drop'] = float(w['drop'])
+    return out
+
+
+def plot_attack_curves(block: Mapping[str, Any], path: str) -> Optional[str]:
+    """``attack_curves.png``: the metric against the attack step of every attack with a
+    recorded curve (one panel per base condition), the clean value dashed. None when no
+    attack recorded a curve."""
+    from .plotting import FIGURE_LAYOUT, agg_pyplot, atomic_savefig
+    curves = [r for r in block['attacks'] if r.get('curve')]
+    if not curves:
+        return None
+    plt = agg_pyplot()
+    bases = list(dict.fromkeys(r['base'] for r in curves))
+    fig, axes = plt.subplots(1, len(bases), figsize=(5.2 * len(bases), 3.6), squeeze=False,
+                             layout=FIGURE_LAYOUT)
+    try:
+        for ax, base in zip(axes[0], bases):
+            for r in (r for r in curves if r['base'] == base):
+                eps = r['eps'] + (' L2' if r['norm'] == 'l2' else '')
+                ax.plot(r['curve']['steps'], r['curve']['values'], marker='.', markersize=3,
+                        label=f'{r["attack"]} ε={eps}')
+            ax.axhline(block['clean'], color='0.4', linestyle='--', linewidth=1,
+                       label='clean')
+            ax.set_xlabel('attack step (0: the start)')
+            ax.set_ylabel(block['metric'])
+            ax.set_title(f'{block["metric"]} against the attack step'
+                         + ('' if base == 'clean' else f' (on {base})'), fontsize=10)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc='center left', bbox_to_anchor=(1.01, 0.5),
+                      frameon=False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
