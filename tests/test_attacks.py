@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 from mmengine.registry import DefaultScope
 from mmengine.structures import PixelData
 
@@ -298,3 +298,49 @@ def test_tasks_without_an_objective_are_refused():
         parse_attack('segpgd', dict(eps=[8]), 'rotated_detection')
     with pytest.raises(SweepError, match='losses are for detection'):
         parse_attack('pgd', dict(eps=[8], losses=['cls']), 'segmentation')
+
+
+def _backbone_names():
+    from reobench_mm.models.backbones.convert import dense_backbone_types
+    return sorted(dense_backbone_types())
+
+
+@pytest.mark.parametrize('name', _backbone_names())
+def test_every_backbone_of_the_package_can_be_attacked(name):
+    """A segmentor on each of the package's backbones (tiny widths): the pixel
+    gradient reaches the input and one PGD step moves every band within the budget."""
+    cfg = dict(
+        type='EncoderDecoder',
+        data_preprocessor=dict(type='SegDataPreProcessor', mean=[123.675, 116.28, 103.53],
+                               std=[58.395, 57.12, 57.375], bgr_to_rgb=True, pad_val=0,
+                               seg_pad_val=255),
+        backbone=dict(type=name, arch=dict(embed_dims=32, depth=4, num_heads=2), img_size=64,
+                      out_indices=(0, 1, 2, 3)),
+        decode_head=dict(type='FCNHead', in_channels=32, in_index=3, channels=16,
+                         num_convs=1, concat_input=False, num_classes=4,
+                         loss_decode=dict(type='CrossEntropyLoss')),
+        train_cfg=dict(), test_cfg=dict(mode='whole'))
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        model = MODELS.build(ConfigDict(cfg)).eval()
+    x0, labels = _image(9).float(), np.random.default_rng(9).integers(0, 4, (64, 64))
+    objective = SegmentationTarget(model, 255).objective(_sample(labels), 'ce', 'cpu')
+    x = perturb(x0, objective, _spec('pgd', steps=1), make_rng(0, name, 0, 'k'), 255.0)
+    moved = (x - x0).abs().amax(dim=(1, 2))
+    assert torch.all(moved > 0) and torch.all(moved <= 8 + 1e-4)
+
+
+def test_worst_of_battery_and_image_choice_on_constructed_statistics():
+    from reobench_mm.analysis.attack_table import worst_of_battery
+    from reobench_mm.evaluation.functional.image_stats import SegmentationImageStats
+    # 3 images, 2 classes: (intersection, prediction, label)
+    a = SegmentationImageStats(np.array([[[5, 6, 7], [1, 2, 3]], [[0, 4, 4], [0, 4, 4]],
+                                         [[2, 2, 2], [3, 3, 3]]]))
+    b = SegmentationImageStats(np.array([[[6, 6, 7], [2, 2, 3]], [[1, 4, 4], [1, 4, 4]],
+                                         [[0, 2, 2], [0, 3, 3]]]))
+    chosen, choice = worst_of_battery([a, b])
+    # per-image mIoU: a = [mean(5/8, 1/4), 0, 100], b = [mean(6/7, 2/3), 1/7, 0]
+    assert choice.tolist() == [0, 0, 1]
+    assert np.array_equal(chosen.areas, np.stack([a.areas[0], a.areas[1], b.areas[2]]))
+    same, _ = worst_of_battery([a, a])
+    assert np.array_equal(same.areas, a.areas)

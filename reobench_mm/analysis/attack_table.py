@@ -6,8 +6,9 @@ drop ``clean − attacked`` and the relative drop ``(clean − attacked) / clean
 *worst of the battery* at a budget ε (Halmosi et al., ECCV 2024: a single attack
 overestimates robustness) takes, per image, the attack whose result on that image is
 worst (the lowest per-image metric: for segmentation the image's own mIoU from its
-intersection/prediction/label areas; ties go to the attack listed first) and computes the
-metric from those images' statistics, as ``IoUMetric`` pools them; it is given for every
+intersection/prediction/label areas, for rotated detection the image's own mAP over the
+classes it has boxes of; ties go to the attack listed first) and computes the metric from
+those images' statistics, as the evaluator pools them; it is given for every
 budget at which at least two attacks ran on the same base condition (clean, or one
 corruption at one severity).
 
@@ -24,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..evaluation.functional.bootstrap import resample_counts
-from ..evaluation.functional.image_stats import SegmentationImageStats
+from ..evaluation.keys import get_task
 from .intervals import interval_of
 
 __all__ = ['attack_block', 'attack_lines', 'attack_metric_keys', 'worst_of_battery',
@@ -41,26 +42,21 @@ def _relative(drop: float, clean: float) -> float:
 
 
 def worst_of_battery(stats: Sequence[Any]) -> tuple:
-    """Per image the worst of several conditions' per-image statistics of the same images
-    (segmentation: :class:`SegmentationImageStats`): ``(stats of the chosen images,
-    index of the chosen condition per image)``.
+    """Per image the worst of several conditions' per-image task statistics of the same
+    images: ``(statistics of the chosen images, index of the chosen condition per
+    image)``. The worst is the lowest per-image metric (``per_image_values``: an image's
+    own mIoU, or its own mAP over the classes it has boxes of); an image without a value
+    (nothing to score) takes the first condition, as do ties.
 
     Raises:
-        ValueError: statistics of other images or classes, or of detection (no per-image
-            selection of detections yet).
+        ValueError: statistics of other kinds, images or classes.
     """
-    if not stats or any(not isinstance(s, SegmentationImageStats) for s in stats):
-        raise ValueError('the worst of the battery is computed from segmentation '
-                         'statistics')
-    shapes = {s.areas.shape for s in stats}
-    if len(shapes) != 1:
-        raise ValueError(f'the attacks have statistics of other shapes {sorted(shapes)}')
+    if not stats or len({type(s) for s in stats}) != 1:
+        raise ValueError('the worst of the battery needs statistics of one kind')
     values = np.stack([s.per_image_values() for s in stats])  # (A, N)
-    values = np.where(np.isnan(values), np.inf, values)  # an image without any class
-    choice = np.argmin(values, axis=0)  # first of the tied attacks
-    areas = np.stack([stats[a].areas[i].astype(np.int64) for i, a in enumerate(choice)]) \
-        if len(choice) else stats[0].areas.astype(np.int64)
-    return SegmentationImageStats(areas, stats[0].nan_to_num), choice
+    values = np.where(np.isnan(values), np.inf, values)
+    choice = np.argmin(values, axis=0)  # the first of tied attacks
+    return type(stats[0]).from_choice(stats, choice), choice
 
 
 def attack_block(rows: Sequence[Mapping[str, Any]], *, clean_value: float, metric: str,
@@ -129,7 +125,7 @@ def attack_block(rows: Sequence[Mapping[str, Any]], *, clean_value: float, metri
             except ValueError as error:
                 item.update(value=None, note=str(error))
             else:
-                item.update(entry(chosen.recorded_value(), chosen))
+                item.update(entry(get_task(chosen.kind).scale * chosen.recorded_value(), chosen))
                 item['images_per_attack'] = {a: int(np.sum(choice == k))
                                              for k, a in enumerate(attacks)}
         worst.append(item)
@@ -223,6 +219,7 @@ def plot_attack_curves(block: Mapping[str, Any], path: str) -> Optional[str]:
     if not curves:
         return None
     plt = agg_pyplot()
+    from matplotlib.ticker import MaxNLocator
     bases = list(dict.fromkeys(r['base'] for r in curves))
     fig, axes = plt.subplots(1, len(bases), figsize=(5.2 * len(bases), 3.6), squeeze=False,
                              layout=FIGURE_LAYOUT)
@@ -235,6 +232,7 @@ def plot_attack_curves(block: Mapping[str, Any], path: str) -> Optional[str]:
             ax.axhline(block['clean'], color='0.4', linestyle='--', linewidth=1,
                        label='clean')
             ax.set_xlabel('attack step (0: the start)')
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel(block['metric'])
             ax.set_title(f'{block["metric"]} against the attack step'
                          + ('' if base == 'clean' else f' (on {base})'), fontsize=10)

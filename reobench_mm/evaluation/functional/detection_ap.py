@@ -284,6 +284,39 @@ class DetectionImageStats:
             np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts], 1),
             self.iou_thrs, self.eval_mode)
 
+    @classmethod
+    def from_choice(cls, stats: Sequence['DetectionImageStats'], choice: np.ndarray
+                    ) -> 'DetectionImageStats':
+        """Image ``i``'s detections and ground truth from ``stats[choice[i]]`` (statistics
+        of the same images, classes, IoU thresholds and AP convention): the per-image
+        worst of several conditions."""
+        first = stats[0]
+        if any(s.num_gts.shape != first.num_gts.shape or s.iou_thrs != first.iou_thrs
+               or s.eval_mode != first.eval_mode for s in stats):
+            raise ValueError('cannot choose images among detection statistics of other '
+                             'images, classes, IoU thresholds or AP convention')
+        choice = np.asarray(choice, dtype=np.int64)
+        parts, sizes = [], []
+        for c in range(first.num_classes):
+            blocks = []
+            for k, item in enumerate(stats):
+                block = slice(item.class_offsets[c], item.class_offsets[c + 1])
+                images = item.image[block].astype(np.int64)
+                keep = choice[images] == k
+                blocks.append((images[keep], item.score[block][keep],
+                               item.state[:, block][:, keep]))
+            images = np.concatenate([b[0] for b in blocks])
+            order = np.argsort(images, kind='stable')  # image order, prediction order within
+            parts.append((images[order], np.concatenate([b[1] for b in blocks])[order],
+                          np.concatenate([b[2] for b in blocks], 1)[:, order]))
+            sizes.append(len(images))
+        num_gts = np.stack([stats[k].num_gts[i].astype(np.int64)
+                            for i, k in enumerate(choice)]) if len(choice) else \
+            first.num_gts.astype(np.int64)
+        return cls(num_gts, np.concatenate([[0], np.cumsum(sizes)]),
+                   np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                   np.concatenate([p[2] for p in parts], 1), first.iou_thrs, first.eval_mode)
+
     # ------------------------------------------------------------------ storage
     def to_arrays(self) -> Dict[str, np.ndarray]:
         return {'num_gts': self.num_gts, 'class_offsets': self.class_offsets,

@@ -176,6 +176,19 @@ class SegmentationImageStats:
             iou = totals[..., 0] / union * 100.0
         return _nanmean_rows(iou)
 
+    @classmethod
+    def from_choice(cls, stats: Sequence['SegmentationImageStats'], choice: np.ndarray
+                    ) -> 'SegmentationImageStats':
+        """Image ``i``'s areas from ``stats[choice[i]]`` (statistics of the same images
+        and classes): the per-image worst of several conditions."""
+        if len({s.areas.shape for s in stats}) != 1 or \
+                len({s.nan_to_num for s in stats}) != 1:
+            raise ValueError('cannot choose images among segmentation statistics of other '
+                             'images or classes')
+        areas = np.stack([stats[k].areas[i].astype(np.int64) for i, k in enumerate(choice)]) \
+            if len(choice) else stats[0].areas.astype(np.int64)
+        return cls(areas, stats[0].nan_to_num)
+
     def concat(self, other: 'SegmentationImageStats') -> 'SegmentationImageStats':
         """These images followed by ``other``'s (same classes and ``nan_to_num``)."""
         if other.num_classes != self.num_classes or other.nan_to_num != self.nan_to_num:
