@@ -261,12 +261,20 @@ def test_mmseg_tools_test_runs_an_attack_condition(demo_data, seg_checkpoint, tm
         f"_base_ = ['{SEG_DEMO_CONFIG}']\n"
         "test_cfg = dict(type='RobustnessTestLoop', corruptions=['haze'], severities=[3],"
         " plots=False, attacks=dict(pgd=dict(eps=[0, 4], steps=2)))\n")
+    common = ['--cfg-options', f'test_dataloader.dataset.data_root={data_root}',
+              'log_level=WARNING', 'test_dataloader.num_workers=0',
+              'test_dataloader.persistent_workers=False']
+    sweep_tool = osp.join(osp.dirname(SEG_DEMO_CONFIG), '..', '..', 'tools',
+                          'robustness_test.py')
     run_tools_together(
-        [stock, str(derived), seg_checkpoint, '--work-dir', str(tmp_path / 'loop'),
-         '--cfg-options', f'test_dataloader.dataset.data_root={data_root}',
-         'log_level=WARNING', 'test_dataloader.num_workers=0',
-         'test_dataloader.persistent_workers=False'])
+        [stock, str(derived), seg_checkpoint, '--work-dir', str(tmp_path / 'loop'), *common],
+        [sweep_tool, str(derived), seg_checkpoint, '--corruptions', 'haze', '--severities',
+         '3', '--no-plots', '--work-dir', str(tmp_path / 'sweep'), *common])
     records = _records(str(tmp_path / 'loop'))
     assert sorted(records) == ['adv/pgd_eps0', 'adv/pgd_eps4', 'clean', 'haze@3']
     assert records['adv/pgd_eps0']['metrics'] == records['clean']['metrics']
     assert records['adv/pgd_eps4']['result']['value'] < records['clean']['result']['value']
+    # the sweep tool reads the attacks from the config's test_cfg: the same numbers
+    swept = _records(str(tmp_path / 'sweep'))
+    assert sorted(swept) == sorted(records)
+    assert swept['adv/pgd_eps4']['metrics'] == records['adv/pgd_eps4']['metrics']
