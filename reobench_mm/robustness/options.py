@@ -106,6 +106,11 @@ class RobustnessOptions:
         DEFAULT_MAX_BYTES, 'decode each test image once for all conditions, keeping up to '
         'this many bytes of decoded samples in memory (0: off)',
         dict(type=int, metavar='BYTES'))
+    fan_out: int = _option(
+        0, 'evaluate the conditions of the test set this many at a time in one pass over '
+        'the data (each image read and decoded once, each condition with its own '
+        'evaluator; the same numbers); 0: one condition after another',
+        dict(type=int, metavar='N'))
     strict_checkpoint: bool = _option(
         True, 'check that the checkpoint fits the model exactly (every key, every shape); '
         'off: evaluate what fits (logged)', dict(flag='--partial-checkpoint'))
@@ -161,6 +166,10 @@ class RobustnessOptions:
             raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got '
                              f'{cache!r}')
         set_(self, 'decode_cache_bytes', int(cache))
+        if not _is_int(self.fan_out) or self.fan_out < 0:
+            raise SweepError(f'fan_out must be a number of conditions per pass >= 0 (0: off), '
+                             f'got {self.fan_out!r}')
+        set_(self, 'fan_out', int(self.fan_out))
         try:
             set_(self, 'bootstrap', check_resamples(self.bootstrap))
             set_(self, 'interval_level', check_level(self.interval_level))

@@ -48,7 +48,7 @@ from .released_sets import files_dataset_cfg
 from .shift_sets import ShiftCondition
 from .shifted_data import ConditionData, shift_dataloader_cfg
 
-__all__ = ['ConditionSwitching', 'robustness_metrics']
+__all__ = ['ConditionSwitching', 'robustness_metrics', 'quiet_metric_tables']
 
 
 def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, Any]
@@ -83,7 +83,7 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
 
 
 @contextmanager
-def _quiet_metric_tables(quiet: bool) -> Iterator[None]:
+def quiet_metric_tables(quiet: bool) -> Iterator[None]:
     """Hold back what the metrics log at INFO while they compute (mmseg's ``IoUMetric``
     and mmrotate's ``DOTAMetric`` log a per-class table at every evaluation: 13 lines per
     condition, 800 of a 61-condition sweep's log) when ``quiet``; warnings still show.
@@ -154,7 +154,7 @@ class ConditionSwitching:
             self.runner.model.eval()
             for idx, data_batch in enumerate(self.dataloader):
                 self.run_iter(idx, data_batch)
-            with _quiet_metric_tables(not condition.is_clean if quiet is None else quiet):
+            with quiet_metric_tables(not condition.is_clean if quiet is None else quiet):
                 metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
         finally:
             self._switch(self.plan.clean)

@@ -19,7 +19,8 @@ import logging
 import os.path as osp
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 from mmengine.logging import print_log
 from mmengine.runner import TestLoop
@@ -38,11 +39,12 @@ from ..engine.workdir import WorkDirLock, write_error
 from ..errors import SweepError
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
-from ..fileio import file_sha256, json_round_trip
+from ..fileio import file_sha256, json_round_trip, plain_float
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
 from .attack_sets import AttackCondition, attacks_to_dict, check_attack_task
 from .conditions import coerce_condition
+from .fan_out import fan_out_groups, run_pass
 from .evaluators import calibration_metrics, condition_image_stats, robustness_evaluator
 from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
 from .held_out import check_held_out, seen_in_training
@@ -51,7 +53,7 @@ from .released_sets import FILES_SOURCE
 from .shards import write_shard_manifest
 from .shift_sets import ShiftCondition, shifts_to_dict
 from .store import ConditionStore, calibration_details, condition_record_name
-from .switching import ConditionSwitching, robustness_metrics
+from .switching import ConditionSwitching, quiet_metric_tables, robustness_metrics
 from .temperature import TemperatureFit
 
 __all__ = ['RobustnessTestLoop', 'SweepOutcome']
@@ -341,12 +343,62 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
         """One condition within a run: ``(metrics, seconds)``, the calibration details
         kept for its record."""
         metrics, seconds = self._evaluate_any(self._coerce(condition))
-        # the report needs the curves and bins of the calibration metrics
+        self._keep_details(self.evaluator)
+        return metrics, seconds
+
+    def _keep_details(self, evaluator: Any) -> None:
+        """Keep what the record needs beside the metrics of the condition ``evaluator``
+        just evaluated: the curves and bins of the calibration metrics, the per-image
+        statistics."""
         self.last_calibration = {
             prefix: {k: v for k, v in (metric.last_details or {}).items() if k != 'stats'}
-            for prefix, metric in calibration_metrics(self.evaluator).items()}
-        self.last_image_stats = condition_image_stats(self.evaluator)
-        return metrics, seconds
+            for prefix, metric in calibration_metrics(evaluator).items()}
+        self.last_image_stats = condition_image_stats(evaluator)
+
+    def _fans_out(self, condition: Any) -> bool:
+        """Whether ``condition`` can join a fan-out pass: a corruption condition of the
+        test set (not a shift set's, an attack's or one read from files)."""
+        return isinstance(condition, Condition) and self._own_data(condition) is None
+
+    def _evaluations(self, todo: Sequence[Any]) -> Iterator[Tuple[Any, dict, float]]:
+        """``(condition, metrics, seconds)`` of every condition of ``todo``, the details of
+        each kept (:meth:`_keep_details`) when it is yielded: with ``fan_out``, the test
+        set's conditions in passes of ``fan_out`` conditions
+        (:mod:`~reobench_mm.robustness.fan_out`), then the others one by one; else one by
+        one, in order."""
+        size = self.options.fan_out
+        together = [c for c in todo if size and self._fans_out(c)]
+        if len(together) < 2:
+            together = []
+        for group in fan_out_groups(together, size or 1):
+            self._switch(self.plan.clean)
+            self.runner.model.eval()
+            done = run_pass(group, self.dataloader, self.steps, self.evaluator,
+                            self._fan_out_batch, self._finish_condition)
+            for condition in group:
+                metrics, evaluator, seconds = done.pop(condition)
+                self._keep_details(evaluator)
+                self.last_attack = None
+                yield condition, metrics, seconds
+        for condition in todo:
+            if condition not in together:
+                metrics, seconds = self._evaluate(condition)
+                yield condition, metrics, seconds
+
+    def _fan_out_batch(self, idx: int, batch: Any, condition: Any, evaluator: Any) -> None:
+        """One condition's batch of a fan-out pass, processed by its own evaluator."""
+        saved = self.evaluator, self._current
+        self.evaluator, self._current = evaluator, condition
+        try:
+            self.run_iter(idx, batch)
+        finally:
+            self.evaluator, self._current = saved
+
+    def _finish_condition(self, condition: Any, evaluator: Any) -> Dict[str, float]:
+        """The metrics of a fan-out pass's condition (its evaluator evaluated)."""
+        with quiet_metric_tables(not condition.is_clean):
+            metrics = evaluator.evaluate(len(self.dataloader.dataset))
+        return {str(k): plain_float(v) for k, v in metrics.items()}
 
     def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
         self._check_batch(idx, data_batch)
@@ -398,8 +450,8 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                 self._prepare()
                 bar = Progress(len(todo), desc='robustness', unit='condition') if main \
                     else None
-                for number, condition in enumerate(todo, 1):
-                    metrics, seconds = self._evaluate(condition)
+                for number, (condition, metrics, seconds) in enumerate(
+                        self._evaluations(todo), 1):
                     outcome.seconds[condition.tag] = seconds
                     outcome.evaluated.append(condition)
                     if main:

@@ -1,0 +1,128 @@
+"""One pass over the test set for many conditions (``fan_out``): the same records as
+condition by condition (metrics, calibration details, per-image statistics) for both
+tasks, with workers, geometric corruptions and calibration; a killed run resumes by
+condition group to the same records; the option's checks and the sweep tool's flag."""
+import glob
+import json
+import os.path as osp
+
+import pytest
+from mmengine.config import Config
+from mmengine.runner import Runner
+
+import reobench_mm  # noqa: F401
+from reobench_mm.errors import SweepError
+from reobench_mm.robustness import fan_out as fan_out_module
+
+from conftest import DET_DEMO_CONFIG, SEG_DEMO_CONFIG, load_tool
+from reobench_cli import run_tool
+from sweep_helpers import untrained_checkpoint
+
+CORRUPTIONS = ['haze', 'rotate', 'gaussian_noise', 'cloud']
+
+
+def _records(folder):
+    out = {}
+    for path in sorted(glob.glob(osp.join(folder, 'conditions', '*.json'))):
+        with open(path) as handle:
+            record = json.load(handle)
+        out[record['condition']] = record
+    return out
+
+
+def _comparable(records):
+    """What must not change: the metrics, the calibration details and the per-image
+    statistics' digest of each record."""
+    return {k: (r['metrics'], r.get('calibration'), (r['images'] or {}).get('sha256'))
+            for k, r in records.items()}
+
+
+def _run(config, data_root, work_dir, checkpoint, workers=0, **options):
+    cfg = Config.fromfile(config)
+    cfg.work_dir = work_dir
+    cfg.log_level = 'WARNING'
+    cfg.test_dataloader.dataset.data_root = data_root
+    cfg.test_dataloader.num_workers = workers
+    cfg.test_dataloader.persistent_workers = False
+    cfg.custom_hooks = []
+    cfg.load_from = checkpoint
+    cfg.test_cfg = dict(type='RobustnessTestLoop', corruptions=CORRUPTIONS,
+                        severities=[1, 3], plots=False, bootstrap=50, **options)
+    runner = Runner.from_cfg(cfg)
+    runner.test()
+    return runner.test_loop.outcome
+
+
+@pytest.fixture(scope='module')
+def seg_checkpoint(tmp_path_factory):
+    return untrained_checkpoint(SEG_DEMO_CONFIG,
+                                str(tmp_path_factory.mktemp('ck') / 'seg.pth'))
+
+
+@pytest.mark.parametrize('workers', [0, 2])
+def test_fan_out_writes_the_records_of_the_per_condition_loop(demo_data, seg_checkpoint,
+                                                              tmp_path, workers):
+    root = osp.join(demo_data, 'potsdam')
+    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), seg_checkpoint, workers,
+         calibration=True)
+    outcome = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fan'), seg_checkpoint, workers,
+                   calibration=True, fan_out=4)
+    assert len(outcome.evaluated) == 9
+    one, fan = _records(str(tmp_path / 'one')), _records(str(tmp_path / 'fan'))
+    assert sorted(one) == sorted(fan)
+    assert _comparable(one) == _comparable(fan)
+    numbers = [json.load(open(tmp_path / f / 'results.json'))['numbers']
+               for f in ('one', 'fan')]
+    assert numbers[0] == numbers[1]
+
+
+def test_fan_out_for_rotated_detection(demo_data, tmp_path):
+    checkpoint = untrained_checkpoint(DET_DEMO_CONFIG, str(tmp_path / 'det.pth'))
+    root = osp.join(demo_data, 'dior')
+    _run(DET_DEMO_CONFIG, root, str(tmp_path / 'one'), checkpoint)
+    _run(DET_DEMO_CONFIG, root, str(tmp_path / 'fan'), checkpoint, fan_out=9)
+    assert _comparable(_records(str(tmp_path / 'one'))) == \
+        _comparable(_records(str(tmp_path / 'fan')))
+
+
+def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, seg_checkpoint, tmp_path,
+                                                         monkeypatch):
+    root = osp.join(demo_data, 'potsdam')
+    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'ref'), seg_checkpoint)
+    passes = []
+    real = fan_out_module.run_pass
+
+    def dies_in_the_second_pass(conditions, *args, **kwargs):
+        passes.append([c.key for c in conditions])
+        if len(passes) == 2:
+            raise KeyboardInterrupt('killed')
+        return real(conditions, *args, **kwargs)
+
+    monkeypatch.setattr('reobench_mm.robustness.test_loop.run_pass', dies_in_the_second_pass)
+    work_dir = str(tmp_path / 'fan')
+    with pytest.raises(KeyboardInterrupt):
+        _run(SEG_DEMO_CONFIG, root, work_dir, seg_checkpoint, fan_out=4)
+    assert passes[0] == ['clean', 'haze@1', 'haze@3', 'rotate@1']
+    assert sorted(_records(work_dir)) == sorted(passes[0])  # the first group was written
+    monkeypatch.setattr('reobench_mm.robustness.test_loop.run_pass', real)
+    outcome = _run(SEG_DEMO_CONFIG, root, work_dir, seg_checkpoint, fan_out=4)
+    assert sorted(c.key for c in outcome.evaluated) == sorted(
+        set(_records(str(tmp_path / 'ref'))) - set(passes[0]))
+    assert _comparable(_records(work_dir)) == _comparable(_records(str(tmp_path / 'ref')))
+
+
+def test_the_option_is_checked_and_the_sweep_tool_takes_it(demo_data, seg_checkpoint,
+                                                           tmp_path):
+    with pytest.raises(SweepError, match='fan_out must be a number of conditions'):
+        _run(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'bad'),
+             seg_checkpoint, fan_out=-1)
+    tool = load_tool('robustness_test.py')
+    common = ['--corruptions', 'haze', '--severities', '1', '2', '--no-plots',
+              '--cfg-options', f'test_dataloader.dataset.data_root='
+              f'{osp.join(demo_data, "potsdam")}', 'test_dataloader.num_workers=0',
+              'log_level=WARNING']
+    for name, extra in (('one', []), ('fan', ['--fan-out', '3'])):
+        assert run_tool(tool.main, [SEG_DEMO_CONFIG, seg_checkpoint, '--work-dir',
+                                    str(tmp_path / name), *extra, *common]) == 0
+    assert _comparable(_records(str(tmp_path / 'one'))) == \
+        _comparable(_records(str(tmp_path / 'fan')))
