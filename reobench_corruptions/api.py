@@ -11,12 +11,19 @@ from .base import (_scaled_float32, as_bands, check_image, check_max_value, chec
                    sample_key)
 from .geometric import GeometricTransform, check_border, check_canvas, identity_transform
 
-__all__ = ['corrupt', 'corrupt_geometric']
+__all__ = ['corrupt', 'corrupt_geometric', 'check_arguments']
 
 
-def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: str,
-         max_value: Optional[float], options: dict):
-    """Check every argument, then run the corruption; ``(spec, None)`` at severity 0."""
+def check_arguments(name: str, severity: int, seed: int, protocol: str,
+                    max_value: Optional[float], options: dict) -> tuple:
+    """The checks every engine makes before it looks at an image: the corruption of the
+    protocol, the severity, its options, the seed and the full scale;
+    ``(spec, severity, seed)``.
+
+    Raises:
+        KeyError: an unknown corruption; TypeError: an unknown option; ValueError: a bad
+            severity, seed or ``max_value``.
+    """
     spec = get_corruption(name, protocol)
     severity = check_severity(severity)
     unknown = set(options) - set(spec.options)
@@ -25,6 +32,13 @@ def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: 
                         f'valid: {list(spec.options) or "none"}')
     seed = check_seed(seed)
     check_max_value(max_value)  # kept as given: messages show the caller's value
+    return spec, severity, seed
+
+
+def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: str,
+         max_value: Optional[float], options: dict):
+    """Check every argument, then run the corruption; ``(spec, None)`` at severity 0."""
+    spec, severity, seed = check_arguments(name, severity, seed, protocol, max_value, options)
     sample_key(key)  # a bad key is an error at every severity
     bands = as_bands(image)
     scale = check_image(bands, max_value)

@@ -7,7 +7,7 @@ the engine itself stays numpy/OpenCV only.
 Filters work on ``N×1×H×W`` float32 tensors (every band of every sample is one of the
 ``N``), as OpenCV's separable filters do: the rows first, then the columns, each as a
 cross-correlation with explicit padding by index (OpenCV's ``borderInterpolate``), so any
-padding works, also one wider than the image.
+padding works, also one wider than the image, and sums of shifted views.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from typing import Tuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .noise import _fade, _lattice
 
@@ -67,21 +66,31 @@ def _pad_axis(x: torch.Tensor, dim: int, before: int, after: int, mode: str) -> 
     return x.index_select(dim, index.to(x.device))
 
 
+def _correlate(padded: torch.Tensor, taps: np.ndarray, dim: int, length: int
+               ) -> torch.Tensor:
+    """``Σ_j taps[j] · padded[j:j + length]`` along ``dim``, accumulated left to right
+    in float32 (shifted views: on the CPU several times faster than a 1-channel
+    ``conv2d``, and the same order of sums on every device)."""
+    out = None
+    for j, tap in enumerate(np.asarray(taps, np.float32)):
+        if tap == 0:
+            continue
+        term = padded.narrow(dim, j, length) * float(tap)
+        out = term if out is None else out + term
+    return out if out is not None else torch.zeros_like(padded.narrow(dim, 0, length))
+
+
 def filter_rows(x: torch.Tensor, taps: np.ndarray, anchor: int, mode: str) -> torch.Tensor:
     """Cross-correlate every row of ``x`` (``N×1×H×W`` float32) with ``taps`` (1-D):
     ``out[..., c] = Σ_j taps[j] · x[..., c + j − anchor]``, borders by ``mode``."""
-    k = len(taps)
-    padded = _pad_axis(x, 3, anchor, k - 1 - anchor, mode)
-    weight = torch.as_tensor(np.asarray(taps, np.float32), device=x.device).view(1, 1, 1, k)
-    return F.conv2d(padded, weight)
+    padded = _pad_axis(x, 3, anchor, len(taps) - 1 - anchor, mode)
+    return _correlate(padded, taps, 3, x.shape[3])
 
 
 def filter_columns(x: torch.Tensor, taps: np.ndarray, anchor: int, mode: str) -> torch.Tensor:
     """:func:`filter_rows` along the columns (``out[r] = Σ_j taps[j] · x[r + j − anchor]``)."""
-    k = len(taps)
-    padded = _pad_axis(x, 2, anchor, k - 1 - anchor, mode)
-    weight = torch.as_tensor(np.asarray(taps, np.float32), device=x.device).view(1, 1, k, 1)
-    return F.conv2d(padded, weight)
+    padded = _pad_axis(x, 2, anchor, len(taps) - 1 - anchor, mode)
+    return _correlate(padded, taps, 2, x.shape[2])
 
 
 def shift_rows(x: torch.Tensor, offset: int, mode: str) -> torch.Tensor:

@@ -1,5 +1,7 @@
 """Helpers shared by the sweep tests: tiny checkpoints, the demo-data options of a
 sweep, and listings of work dirs."""
+import glob
+import json
 import os
 import os.path as osp
 
@@ -40,3 +42,31 @@ def listing(folder):
             with open(osp.join(root, name), 'rb') as handle:
                 found[osp.relpath(osp.join(root, name), folder)] = handle.read()
     return found
+
+
+def condition_records(folder):
+    """``{condition key: record}`` of the condition files a robustness run wrote."""
+    out = {}
+    for path in sorted(glob.glob(osp.join(folder, 'conditions', '*.json'))):
+        with open(path) as handle:
+            record = json.load(handle)
+        out[record['condition']] = record
+    return out
+
+
+def robustness_cfg(config, data_root, work_dir, checkpoint, batch_size=1, workers=0,
+                   **test_cfg):
+    """``config`` on ``data_root`` with ``RobustnessTestLoop(**test_cfg)`` (no plots unless
+    asked), the checkpoint, quiet logs and no progress hook."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(config)
+    cfg.work_dir = work_dir
+    cfg.log_level = 'WARNING'
+    cfg.test_dataloader.dataset.data_root = data_root
+    cfg.test_dataloader.num_workers = workers
+    cfg.test_dataloader.persistent_workers = False
+    cfg.test_dataloader.batch_size = batch_size
+    cfg.custom_hooks = []
+    cfg.load_from = checkpoint
+    cfg.test_cfg = dict(type='RobustnessTestLoop', **dict(dict(plots=False), **test_cfg))
+    return cfg

@@ -9,7 +9,6 @@ import os.path as osp
 
 import numpy as np
 import pytest
-from mmengine.config import Config
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401
@@ -18,6 +17,7 @@ from reobench_mm.evaluation.functional.condition_stats import read_stats_file
 
 from conftest import (DET_DEMO_CONFIG, SEG_DEMO_CONFIG, run_tools_together, toolbox_file,
                       train_checkpoint)
+from sweep_helpers import condition_records, robustness_cfg
 
 SEG_ATTACKS = dict(pgd=dict(eps=[0, 2, 8], steps=3), fgsm=dict(eps=[8]),
                    segpgd=dict(eps=[8], steps=3), cospgd=dict(eps=[8], steps=3),
@@ -26,27 +26,8 @@ SEG_ATTACKS = dict(pgd=dict(eps=[0, 2, 8], steps=3), fgsm=dict(eps=[8]),
                                  severities=[3]))
 
 
-def _records(folder):
-    out = {}
-    for path in sorted(glob.glob(osp.join(folder, 'conditions', '*.json'))):
-        with open(path) as handle:
-            record = json.load(handle)
-        out[record['condition']] = record
-    return out
-
-
 def _cfg(config, data_root, work_dir, checkpoint, batch_size=1, **test_cfg):
-    cfg = Config.fromfile(config)
-    cfg.work_dir = work_dir
-    cfg.log_level = 'WARNING'
-    cfg.test_dataloader.dataset.data_root = data_root
-    cfg.test_dataloader.num_workers = 0
-    cfg.test_dataloader.persistent_workers = False
-    cfg.test_dataloader.batch_size = batch_size
-    cfg.custom_hooks = []
-    cfg.load_from = checkpoint
-    cfg.test_cfg = dict(type='RobustnessTestLoop', plots=False, **test_cfg)
-    return cfg
+    return robustness_cfg(config, data_root, work_dir, checkpoint, batch_size, **test_cfg)
 
 
 @pytest.fixture(scope='module')
@@ -68,12 +49,12 @@ def seg_run(demo_data, seg_checkpoint, tmp_path_factory):
 
 def test_zero_budget_gives_the_clean_numbers_exactly(seg_run):
     work_dir, _, _ = seg_run
-    records = _records(work_dir)
+    records = condition_records(work_dir)
     assert records['adv/pgd_eps0']['metrics'] == records['clean']['metrics']
 
 
 def test_the_metric_falls_with_the_budget(seg_run):
-    records = _records(seg_run[0])
+    records = condition_records(seg_run[0])
     values = [records[f'adv/pgd_eps{e}']['result']['value'] for e in (0, 2, 8)]
     assert values[0] >= values[1] >= values[2]
     assert values[2] < values[0]
@@ -82,7 +63,7 @@ def test_the_metric_falls_with_the_budget(seg_run):
 
 
 def test_the_records_hold_the_budget_check_the_cost_and_the_curve(seg_run):
-    records = _records(seg_run[0])
+    records = condition_records(seg_run[0])
     for key, record in records.items():
         if not key.startswith('adv/'):
             continue
@@ -102,7 +83,7 @@ def test_the_records_hold_the_budget_check_the_cost_and_the_curve(seg_run):
 
 
 def test_an_attack_on_a_corrupted_image(seg_run):
-    records = _records(seg_run[0])
+    records = condition_records(seg_run[0])
     on_haze = records['adv/pgd_haze_eps8/haze@3']
     assert on_haze['corruption'] == 'haze' and on_haze['severity'] == 3
     assert on_haze['result']['value'] < records['haze@3']['result']['value']
@@ -111,7 +92,7 @@ def test_an_attack_on_a_corrupted_image(seg_run):
 
 def test_the_worst_of_the_battery_from_the_per_image_statistics(seg_run):
     work_dir, metrics, _ = seg_run
-    records = _records(work_dir)
+    records = condition_records(work_dir)
     names = ['pgd', 'fgsm', 'segpgd', 'cospgd', 'apgd', 'pgd_haze']
     stats = [read_stats_file(osp.join(work_dir, 'conditions',
                                       records[f'adv/{n}_eps8']['images']['file'])).task
@@ -134,7 +115,7 @@ def test_the_worst_of_the_battery_from_the_per_image_statistics(seg_run):
 
 def test_logger_keys_report_and_plot(seg_run):
     work_dir, metrics, _ = seg_run
-    records = _records(work_dir)
+    records = condition_records(work_dir)
     assert metrics['adv/pgd_eps8/mIoU'] == records['adv/pgd_eps8']['result']['value']
     assert metrics['adv/pgd_eps8/drop'] == pytest.approx(
         records['clean']['result']['value'] - records['adv/pgd_eps8']['result']['value'])
@@ -151,13 +132,13 @@ def test_logger_keys_report_and_plot(seg_run):
 def test_a_rerun_resumes_and_changed_settings_are_evaluated_again(seg_run, demo_data,
                                                                  seg_checkpoint):
     work_dir, _, _ = seg_run
-    before = _records(work_dir)
+    before = condition_records(work_dir)
     cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, seg_checkpoint,
                corruptions=['haze'], severities=[3], bootstrap=200, attacks=SEG_ATTACKS)
     runner = Runner.from_cfg(cfg)
     runner.test()
     assert runner.test_loop.outcome.evaluated == []
-    assert _records(work_dir) == before
+    assert condition_records(work_dir) == before
     changed = dict(SEG_ATTACKS, pgd=dict(eps=[8], steps=2))
     cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, seg_checkpoint,
                corruptions=['haze'], severities=[3], bootstrap=200, attacks=changed)
@@ -174,7 +155,7 @@ def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, seg_checkpoin
                    batch_size=batch_size, corruptions=['haze'], severities=[1], bootstrap=0,
                    attacks=dict(segpgd=dict(eps=[4], steps=2)))
         Runner.from_cfg(cfg).test()
-        record = _records(work_dir)['adv/segpgd_eps4']
+        record = condition_records(work_dir)['adv/segpgd_eps4']
         stats = read_stats_file(osp.join(work_dir, 'conditions', record['images']['file']))
         results.append((record['metrics'], stats.task.areas))
     assert results[0][0] == results[1][0]
@@ -203,7 +184,7 @@ def test_rotated_detection_attacks(demo_data, tmp_path):
                attacks=dict(fgsm=dict(eps=[8]), pgd=dict(eps=[0, 2, 8], steps=2),
                             pgd_cls=dict(type='pgd', eps=[8], steps=2, losses=['cls'])))
     metrics = Runner.from_cfg(cfg).test()
-    records = _records(work_dir)
+    records = condition_records(work_dir)
     assert records['adv/pgd_eps0']['metrics'] == records['clean']['metrics']
     clean = records['clean']['result']['value']
     values = [records[f'adv/pgd_eps{e}']['result']['value'] for e in (0, 2, 8)]
@@ -270,11 +251,11 @@ def test_mmseg_tools_test_runs_an_attack_condition(demo_data, seg_checkpoint, tm
         [stock, str(derived), seg_checkpoint, '--work-dir', str(tmp_path / 'loop'), *common],
         [sweep_tool, str(derived), seg_checkpoint, '--corruptions', 'haze', '--severities',
          '3', '--no-plots', '--work-dir', str(tmp_path / 'sweep'), *common])
-    records = _records(str(tmp_path / 'loop'))
+    records = condition_records(str(tmp_path / 'loop'))
     assert sorted(records) == ['adv/pgd_eps0', 'adv/pgd_eps4', 'clean', 'haze@3']
     assert records['adv/pgd_eps0']['metrics'] == records['clean']['metrics']
     assert records['adv/pgd_eps4']['result']['value'] < records['clean']['result']['value']
     # the sweep tool reads the attacks from the config's test_cfg: the same numbers
-    swept = _records(str(tmp_path / 'sweep'))
+    swept = condition_records(str(tmp_path / 'sweep'))
     assert sorted(swept) == sorted(records)
     assert swept['adv/pgd_eps4']['metrics'] == records['adv/pgd_eps4']['metrics']

@@ -17,6 +17,10 @@ def _arguments(script, demo_data, tmp_path):
     return {
         'attack_step_cost.py': ['--repeats', '1', '--images', '1', '--data-root', demo_data],
         'corruption_speed.py': ['--repeats', '1', '--sizes', '64', '--reference-size', '16'],
+        'fan_out_speed.py': ['--data-root', osp.join(demo_data, 'potsdam'), '--corruptions',
+                             'cloud', '--severities', '1', '--repeats', '1',
+                             '--train-iters', '1', '--fan-out', '2'],
+        'torch_corruption_speed.py': ['--repeats', '1', '--size', '64', '--batch', '2'],
         'bootstrap_intervals.py': ['--smallest'],
         'image_stats_overhead.py': ['--data-root', osp.join(demo_data, 'potsdam'),
                                     '--corruptions', 'cloud', '--severities', '1',
@@ -33,8 +37,9 @@ def _arguments(script, demo_data, tmp_path):
 
 def test_every_benchmark_is_covered():
     assert SCRIPTS == ['attack_step_cost.py', 'bootstrap_intervals.py', 'corruption_speed.py',
-                       'image_stats_overhead.py', 'import_time.py', 'large_image_memory.py',
-                       'sweep_overhead.py']
+                       'fan_out_speed.py', 'image_stats_overhead.py', 'import_time.py',
+                       'large_image_memory.py', 'sweep_overhead.py',
+                       'torch_corruption_speed.py']
 
 
 @pytest.mark.slow

@@ -37,6 +37,8 @@ def _bad_inputs(tmp):
     null_results = osp.join(tmp, 'null', 'results.json')
     missing = osp.join(tmp, 'missing')
     return {
+        'tools/condition_inference.py': ([SEG_DEMO_CONFIG, empty, missing + '.png', '--out',
+                                          osp.join(tmp, 'grid.png')], 'does not exist'),
         'tools/demo.py': (['--corruptions', 'fog'], 'unknown corruption'),
         'tools/make_demo_data.py': (['--out', osp.join(tmp, 'demo'), '--size', '8'],
                                     'size must be >= 32'),
@@ -231,6 +233,7 @@ def test_a_misplaced_training_corruption_in_a_worker_is_one_line(demo_data, tmp_
 #: data-budget, recipe, drift and comparison tools build their options from the package's
 #: option definitions, and the demo is a driver: their --help imports the plugin.)
 LIGHT_HELP_TOOLS = ('test.py', 'train.py', 'robustness_merge.py', 'make_demo_data.py',
+                    'condition_inference.py',
                     'analysis_tools/robustness_table.py',
                     'analysis_tools/visualize_corruptions.py',
                     'dataset_converters/potsdam.py', 'dataset_converters/dior_r.py',

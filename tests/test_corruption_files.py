@@ -18,7 +18,7 @@ from reobench_corruptions.condition import Condition
 from reobench_mm.errors import FingerprintMismatchError, SweepError
 from reobench_mm.robustness.options import RobustnessOptions
 from reobench_mm.robustness.released_sets import REOBENCH_FOLDERS, parse_corruption_files
-from sweep_helpers import untrained_checkpoint
+from sweep_helpers import condition_records, untrained_checkpoint
 
 IMAGES = '{root}/{{folder}}/severity_{{severity}}/val'
 LABELS = '{root}/{{folder}}/severity_{{severity}}/label'
@@ -107,15 +107,6 @@ def _runner(tmp_path, data_root, work, files=None, corruptions=('haze', 'rotate'
     return Runner.from_cfg(cfg)
 
 
-def _records(folder):
-    out = {}
-    for path in sorted(glob.glob(osp.join(folder, 'conditions', '*.json'))):
-        with open(path) as handle:
-            record = json.load(handle)
-        out[record['condition']] = record
-    return out
-
-
 def test_a_sweep_reads_the_released_layout_instead_of_synthesising(demo_data, tmp_path):
     data_root = osp.join(demo_data, 'potsdam')
     released = str(tmp_path / 'Potsdam_corrupted')
@@ -133,8 +124,8 @@ def test_a_sweep_reads_the_released_layout_instead_of_synthesising(demo_data, tm
     synthesised = _runner(tmp_path, data_root, 'synth', None, corruptions=('haze', 'rotate'),
                           severities=(2, 5))
     synthesised.test()
-    haze, rotate = _records(str(tmp_path / 'files')), _records(str(tmp_path / 'files_rotate'))
-    synth = _records(str(tmp_path / 'synth'))
+    haze, rotate = condition_records(str(tmp_path / 'files')), condition_records(str(tmp_path / 'files_rotate'))
+    synth = condition_records(str(tmp_path / 'synth'))
     # the files were read: haze@3 holds haze at 5, and equals the synthesised haze@5
     assert haze['haze@3']['source'] == 'files' and 'source' not in synth['haze@5']
     assert haze['haze@3']['metrics'] == synth['haze@5']['metrics']
@@ -145,7 +136,7 @@ def test_a_sweep_reads_the_released_layout_instead_of_synthesising(demo_data, tm
                     severities=(1, ), prefix=dict(img_path='rotate_image/severity_2/val',
                                                   seg_map_path='rotate_image/severity_2/label'))
     alone.test()
-    assert rotate['rotate@2']['metrics'] == _records(str(tmp_path / 'alone'))['clean']['metrics']
+    assert rotate['rotate@2']['metrics'] == condition_records(str(tmp_path / 'alone'))['clean']['metrics']
     assert rotate['rotate@2']['metrics'] != synth['clean']['metrics']
     # the report and the provenance say which conditions came from files
     report = (tmp_path / 'files' / 'report.md').read_text()

@@ -7,7 +7,6 @@ import json
 import os.path as osp
 
 import pytest
-from mmengine.config import Config
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401
@@ -16,18 +15,9 @@ from reobench_mm.robustness import fan_out as fan_out_module
 
 from conftest import DET_DEMO_CONFIG, SEG_DEMO_CONFIG, load_tool
 from reobench_cli import run_tool
-from sweep_helpers import untrained_checkpoint
+from sweep_helpers import condition_records, robustness_cfg, untrained_checkpoint
 
 CORRUPTIONS = ['haze', 'rotate', 'gaussian_noise', 'cloud']
-
-
-def _records(folder):
-    out = {}
-    for path in sorted(glob.glob(osp.join(folder, 'conditions', '*.json'))):
-        with open(path) as handle:
-            record = json.load(handle)
-        out[record['condition']] = record
-    return out
 
 
 def _comparable(records):
@@ -38,16 +28,8 @@ def _comparable(records):
 
 
 def _run(config, data_root, work_dir, checkpoint, workers=0, **options):
-    cfg = Config.fromfile(config)
-    cfg.work_dir = work_dir
-    cfg.log_level = 'WARNING'
-    cfg.test_dataloader.dataset.data_root = data_root
-    cfg.test_dataloader.num_workers = workers
-    cfg.test_dataloader.persistent_workers = False
-    cfg.custom_hooks = []
-    cfg.load_from = checkpoint
-    cfg.test_cfg = dict(type='RobustnessTestLoop', corruptions=CORRUPTIONS,
-                        severities=[1, 3], plots=False, bootstrap=50, **options)
+    cfg = robustness_cfg(config, data_root, work_dir, checkpoint, workers=workers,
+                         corruptions=CORRUPTIONS, severities=[1, 3], bootstrap=50, **options)
     runner = Runner.from_cfg(cfg)
     runner.test()
     return runner.test_loop.outcome
@@ -68,7 +50,7 @@ def test_fan_out_writes_the_records_of_the_per_condition_loop(demo_data, seg_che
     outcome = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fan'), seg_checkpoint, workers,
                    calibration=True, fan_out=4)
     assert len(outcome.evaluated) == 9
-    one, fan = _records(str(tmp_path / 'one')), _records(str(tmp_path / 'fan'))
+    one, fan = condition_records(str(tmp_path / 'one')), condition_records(str(tmp_path / 'fan'))
     assert sorted(one) == sorted(fan)
     assert _comparable(one) == _comparable(fan)
     numbers = [json.load(open(tmp_path / f / 'results.json'))['numbers']
@@ -81,8 +63,8 @@ def test_fan_out_for_rotated_detection(demo_data, tmp_path):
     root = osp.join(demo_data, 'dior')
     _run(DET_DEMO_CONFIG, root, str(tmp_path / 'one'), checkpoint)
     _run(DET_DEMO_CONFIG, root, str(tmp_path / 'fan'), checkpoint, fan_out=9)
-    assert _comparable(_records(str(tmp_path / 'one'))) == \
-        _comparable(_records(str(tmp_path / 'fan')))
+    assert _comparable(condition_records(str(tmp_path / 'one'))) == \
+        _comparable(condition_records(str(tmp_path / 'fan')))
 
 
 def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, seg_checkpoint, tmp_path,
@@ -98,17 +80,17 @@ def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, seg_checkpoi
             raise KeyboardInterrupt('killed')
         return real(conditions, *args, **kwargs)
 
-    monkeypatch.setattr('reobench_mm.robustness.test_loop.run_pass', dies_in_the_second_pass)
+    monkeypatch.setattr('reobench_mm.robustness.fan_out.run_pass', dies_in_the_second_pass)
     work_dir = str(tmp_path / 'fan')
     with pytest.raises(KeyboardInterrupt):
         _run(SEG_DEMO_CONFIG, root, work_dir, seg_checkpoint, fan_out=4)
     assert passes[0] == ['clean', 'haze@1', 'haze@3', 'rotate@1']
-    assert sorted(_records(work_dir)) == sorted(passes[0])  # the first group was written
-    monkeypatch.setattr('reobench_mm.robustness.test_loop.run_pass', real)
+    assert sorted(condition_records(work_dir)) == sorted(passes[0])  # the first group was written
+    monkeypatch.setattr('reobench_mm.robustness.fan_out.run_pass', real)
     outcome = _run(SEG_DEMO_CONFIG, root, work_dir, seg_checkpoint, fan_out=4)
     assert sorted(c.key for c in outcome.evaluated) == sorted(
-        set(_records(str(tmp_path / 'ref'))) - set(passes[0]))
-    assert _comparable(_records(work_dir)) == _comparable(_records(str(tmp_path / 'ref')))
+        set(condition_records(str(tmp_path / 'ref'))) - set(passes[0]))
+    assert _comparable(condition_records(work_dir)) == _comparable(condition_records(str(tmp_path / 'ref')))
 
 
 def test_the_option_is_checked_and_the_sweep_tool_takes_it(demo_data, seg_checkpoint,
@@ -124,5 +106,5 @@ def test_the_option_is_checked_and_the_sweep_tool_takes_it(demo_data, seg_checkp
     for name, extra in (('one', []), ('fan', ['--fan-out', '3'])):
         assert run_tool(tool.main, [SEG_DEMO_CONFIG, seg_checkpoint, '--work-dir',
                                     str(tmp_path / name), *extra, *common]) == 0
-    assert _comparable(_records(str(tmp_path / 'one'))) == \
-        _comparable(_records(str(tmp_path / 'fan')))
+    assert _comparable(condition_records(str(tmp_path / 'one'))) == \
+        _comparable(condition_records(str(tmp_path / 'fan')))

@@ -12,14 +12,16 @@ Layers, bottom up (the target layout of the package):
  7. ``utils``                           (config side of the tools)
  8. ``analysis``                        (offline: results in, tables and plots out)
  9. ``robustness``                      (the robustness loops and the experiment drivers
-                                        over them)
+                                        over them), ``apis`` (inference: one image
+                                        under conditions)
 10. the package root                    (registration: it imports the modules that
                                         register something, of every layer)
 
 Every import statement of every module is read with :mod:`ast`, at module level and inside
 functions alike. An import names the module it loads: ``from .a import b`` is module
-``a.b`` when that is a module of the package, else ``a``. The package has no ``apis``
-folder (in OpenMMLab, ``apis`` means inference).
+``a.b`` when that is a module of the package, else ``a``. ``apis`` is inference, as in
+OpenMMLab, on top of the robustness layer; nothing else imports it, so the plugin line
+(``import reobench_mm``) does not load it.
 """
 import ast
 import os
@@ -42,7 +44,7 @@ LAYERS: Dict[str, int] = {
     'engine': 6,
     'utils': 7,
     'analysis': 8,
-    'robustness': 9,
+    'robustness': 9, 'apis': 9,
     '': 10,
 }
 
@@ -215,11 +217,15 @@ def test_no_import_cycles():
     assert not cycles, 'import cycles:\n  ' + '\n  '.join(describe(c) for c in cycles)
 
 
-def test_apis_is_gone():
-    """``apis`` means inference in OpenMMLab; its modules live in ``utils`` and
-    ``robustness``."""
-    path = osp.join(PACKAGE_DIR, 'apis')
-    assert not osp.exists(path), f'{path} exists'
+def test_nothing_imports_apis():
+    """``apis`` (inference) is the top of the layout beside ``robustness``: no other module
+    imports it, the package root included, so that the plugin line (``import reobench_mm``)
+    registers the modules without loading it."""
+    offenders = [f'{_short(module)}, line {line}' for module in sorted(MODULES)
+                 if not (module + '.').startswith(f'{PACKAGE}.apis.')
+                 for target, line, _ in imports_of(module)
+                 if (target + '.').startswith(f'{PACKAGE}.apis.')]
+    assert not offenders, 'modules importing apis:\n  ' + '\n  '.join(offenders)
 
 
 def test_fingerprinted_sources_exist():
@@ -264,10 +270,19 @@ def _foreign_imports(directory: str, allowed: tuple) -> list:
     return offenders
 
 
+#: The engine's optional torch implementation (imported only by whoever uses it).
+TORCH_ENGINE_FILES = ('torch_engine.py', 'torch_kernels.py')
+
+
 def test_the_engine_imports_nothing_of_the_plugin_or_openmmlab():
     """``reobench_corruptions`` is pure numpy/OpenCV (scipy where used): no import of
-    ``reobench_mm``, MMEngine, a toolbox or torch, at module level or in functions."""
+    ``reobench_mm``, MMEngine, a toolbox or torch, at module level or in functions; its
+    optional torch implementation (``torch_engine.py``, ``torch_kernels.py``, which the
+    package never imports itself) may import torch and nothing more."""
     offenders = _foreign_imports(ENGINE_DIR, ENGINE_DEPENDENCIES)
+    torch_files = [osp.join('reobench_corruptions', n) for n in TORCH_ENGINE_FILES]
+    offenders = [o for o in offenders
+                 if not (o.split(':')[0] in torch_files and o.endswith('imports torch'))]
     assert not offenders, '\n'.join(offenders)
 
 

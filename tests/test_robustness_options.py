@@ -101,7 +101,10 @@ def test_values_are_normalised_and_checked():
     assert options.corruptions == tuple(list_corruptions('reobench', 'sensor'))
     assert options.severities == (1, 5) and options.calibration and options.shard == (0, 2)
     assert options.plan.conditions[0].is_clean
-    assert set(options.fingerprint_part()) | {'cfg_options'} == set(FINGERPRINT_PARTS['options'])
+    assert set(options.fingerprint_part()) | {'cfg_options', 'precision'} == \
+        set(FINGERPRINT_PARTS['options'])
+    # the precision joins the fingerprint when it is not fp32 (fp32 records keep theirs)
+    assert options.replace(precision='bf16').fingerprint_part()['precision'] == 'bf16'
     assert options.to_dict()['shard'] == '0/2'
     assert RobustnessOptions.create(options.to_dict()) == options  # a config round trip
     bad = [

@@ -26,7 +26,7 @@ from reobench_mm.evaluation.functional.condition_stats import ImageStats
 from reobench_mm.evaluation.functional.image_stats import SegmentationImageStats
 from reobench_mm.robustness.options import RobustnessOptions
 from reobench_mm.robustness.shift_sets import ShiftCondition, parse_shifts
-from sweep_helpers import untrained_checkpoint
+from sweep_helpers import condition_records, untrained_checkpoint
 
 SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
 
@@ -41,15 +41,6 @@ def _dior_set(root):
     dataset = Config.fromfile(DET_DEMO_CONFIG).test_dataloader.dataset.to_dict()
     dataset.pop('pipeline')
     return dict(dataset, data_root=root)
-
-
-def _records(folder):
-    out = {}
-    for path in sorted(glob.glob(osp.join(folder, 'conditions', '*.json'))):
-        with open(path) as handle:
-            record = json.load(handle)
-        out[record['condition']] = record
-    return out
 
 
 def _logged_metrics(work_dir):
@@ -214,7 +205,7 @@ def test_a_shifted_segmentation_set_equals_mmsegs_stock_tool(demo_data, tmp_path
         [SWEEP_TOOL, SEG_DEMO_CONFIG, checkpoint, '--corruptions', 'haze', '--severities',
          '3', '--no-plots', '--work-dir', str(tmp_path / 'sweep'), '--cfg-options',
          f'test_dataloader.dataset.data_root={shifted}', *common])
-    records = _records(str(tmp_path / 'loop'))
+    records = condition_records(str(tmp_path / 'loop'))
     assert sorted(records) == ['clean', 'haze@3', 'shift/potsdam_shifted',
                                'shift/potsdam_shifted/haze@3']
     alone = _logged_metrics(str(tmp_path / 'alone'))  # the scalars file holds float32
@@ -222,7 +213,7 @@ def test_a_shifted_segmentation_set_equals_mmsegs_stock_tool(demo_data, tmp_path
     assert ood['mIoU'] == pytest.approx(alone['mIoU'], abs=1e-5)
     assert ood['aAcc'] == pytest.approx(alone['aAcc'], abs=1e-5)
     assert ood['mIoU'] != records['clean']['metrics']['mIoU']
-    on_top = _records(str(tmp_path / 'sweep'))
+    on_top = condition_records(str(tmp_path / 'sweep'))
     assert records['shift/potsdam_shifted/haze@3']['metrics'] == on_top['haze@3']['metrics']
     assert on_top['clean']['metrics'] == ood
     record = records['shift/potsdam_shifted']
@@ -263,7 +254,7 @@ def test_a_shifted_detection_set_equals_mmrotates_stock_tool(demo_data, tmp_path
          '--cfg-options', f'test_dataloader.dataset.data_root={data_root}', *common],
         [stock, DET_DEMO_CONFIG, checkpoint, '--work-dir', str(tmp_path / 'alone'),
          '--cfg-options', f'test_dataloader.dataset.data_root={shifted}', *common])
-    records = _records(str(tmp_path / 'loop'))
+    records = condition_records(str(tmp_path / 'loop'))
     assert sorted(records) == ['clean', 'haze@3', 'shift/dior_shifted']
     alone = _logged_metrics(str(tmp_path / 'alone'))
     ood = records['shift/dior_shifted']['metrics']
@@ -305,7 +296,7 @@ def test_a_run_killed_in_a_shift_condition_resumes_and_changed_shift_data_is_ref
     monkeypatch.setattr(RobustnessTestLoop, '_evaluate_any', killed)
     with pytest.raises(KeyboardInterrupt):
         _runner(tmp_path, data_root, shifts).test()
-    assert sorted(_records(str(tmp_path / 'run'))) == ['clean', 'haze@2']
+    assert sorted(condition_records(str(tmp_path / 'run'))) == ['clean', 'haze@2']
     monkeypatch.setattr(RobustnessTestLoop, '_evaluate_any', original)
     runner = _runner(tmp_path, data_root, shifts)
     metrics = runner.test()
@@ -313,7 +304,7 @@ def test_a_run_killed_in_a_shift_condition_resumes_and_changed_shift_data_is_ref
     assert [c.key for c in outcome.evaluated] == ['shift/other']
     assert [c.key for c in outcome.skipped] == ['clean', 'haze@2']
     assert metrics['shift/other/mIoU'] == pytest.approx(
-        _records(str(tmp_path / 'run'))['shift/other']['metrics']['mIoU'])
+        condition_records(str(tmp_path / 'run'))['shift/other']['metrics']['mIoU'])
     assert 'shift/other/relative_drop' in metrics and 'shift/avg' in metrics
     # a changed file of the shifted set: the shift record is refused, naming the set
     image = sorted(glob.glob(osp.join(shifted, 'img_dir', 'val', '*.png')))[0]

@@ -35,12 +35,15 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
-from reobench_corruptions.condition import Condition
 from torch.utils.data import DataLoader, Dataset
 
-__all__ = ['FanOutDataset', 'fan_out_groups', 'fan_out_loader', 'run_pass']
+from reobench_corruptions.condition import Condition
+from ..fileio import plain_float
+from .switching import quiet_metric_tables
+
+__all__ = ['FanOutDataset', 'fan_out_groups', 'fan_out_loader', 'run_pass', 'FanOut']
 
 
 class FanOutDataset(Dataset):
@@ -118,3 +121,56 @@ def run_pass(conditions: Sequence[Condition], dataloader: DataLoader, steps: Seq
     metrics = {c: finish(c, evaluators[c]) for c in conditions}
     seconds = (time.perf_counter() - start) / max(len(conditions), 1)
     return {c: (metrics[c], evaluators[c], seconds) for c in conditions}
+
+
+class FanOut:
+    """The fan-out part of ``RobustnessTestLoop`` (a mixin before ``ConditionSwitching``):
+    which conditions join a pass, the passes, and each condition's batches and metrics.
+    The loop provides ``options``, ``plan``, ``steps``, ``dataloader``, ``evaluator``,
+    ``runner``, ``run_iter``, ``_own_data``, ``_switch``, ``_evaluate`` and
+    ``_keep_details``."""
+
+    def _fans_out(self, condition: Any) -> bool:
+        """Whether ``condition`` can join a fan-out pass: a corruption condition of the
+        test set (not a shift set's, an attack's or one read from files)."""
+        return isinstance(condition, Condition) and self._own_data(condition) is None
+
+    def _evaluations(self, todo: Sequence[Any]) -> Iterator[Tuple[Any, dict, float]]:
+        """``(condition, metrics, seconds)`` of every condition of ``todo``, the details of
+        each kept (:meth:`_keep_details`) when it is yielded: with ``fan_out``, the test
+        set's conditions in passes of ``fan_out`` conditions
+        (:mod:`~reobench_mm.robustness.fan_out`), then the others one by one; else one by
+        one, in order."""
+        size = self.options.fan_out
+        together = [c for c in todo if size and self._fans_out(c)]
+        if len(together) < 2:
+            together = []
+        for group in fan_out_groups(together, size or 1):
+            self._switch(self.plan.clean)
+            self.runner.model.eval()
+            done = run_pass(group, self.dataloader, self.steps, self.evaluator,
+                            self._fan_out_batch, self._finish_condition)
+            for condition in group:
+                metrics, evaluator, seconds = done.pop(condition)
+                self._keep_details(evaluator)
+                self.last_attack = None
+                yield condition, metrics, seconds
+        for condition in todo:
+            if condition not in together:
+                metrics, seconds = self._evaluate(condition)
+                yield condition, metrics, seconds
+
+    def _fan_out_batch(self, idx: int, batch: Any, condition: Any, evaluator: Any) -> None:
+        """One condition's batch of a fan-out pass, processed by its own evaluator."""
+        saved = self.evaluator, self._current
+        self.evaluator, self._current = evaluator, condition
+        try:
+            self.run_iter(idx, batch)
+        finally:
+            self.evaluator, self._current = saved
+
+    def _finish_condition(self, condition: Any, evaluator: Any) -> Dict[str, float]:
+        """The metrics of a fan-out pass's condition (its evaluator evaluated)."""
+        with quiet_metric_tables(not condition.is_clean):
+            metrics = evaluator.evaluate(len(self.dataloader.dataset))
+        return {str(k): plain_float(v) for k, v in metrics.items()}

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from reobench_corruptions import PROTOCOLS
 from reobench_corruptions.condition import Condition
 from reobench_corruptions.geometric import BORDER_MODES
+from ..engine.precision import PRECISIONS
 from ..errors import SweepError
 from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, check_level,
                                                check_resamples)
@@ -106,6 +107,10 @@ class RobustnessOptions:
         DEFAULT_MAX_BYTES, 'decode each test image once for all conditions, keeping up to '
         'this many bytes of decoded samples in memory (0: off)',
         dict(type=int, metavar='BYTES'))
+    precision: str = _option(
+        'fp32', "forward precision of the test step: 'fp32', or 'bf16'/'fp16' under "
+        'torch.autocast on the model\'s device (the numbers change slightly; part of the '
+        'fingerprint)', dict(choices=PRECISIONS))
     fan_out: int = _option(
         0, 'evaluate the conditions of the test set this many at a time in one pass over '
         'the data (each image read and decoded once, each condition with its own '
@@ -166,6 +171,9 @@ class RobustnessOptions:
             raise SweepError(f'decode_cache_bytes must be an integer >= 0 (0: off), got '
                              f'{cache!r}')
         set_(self, 'decode_cache_bytes', int(cache))
+        if self.precision not in PRECISIONS:
+            raise SweepError(f'precision must be one of {list(PRECISIONS)}, got '
+                             f'{self.precision!r}')
         if not _is_int(self.fan_out) or self.fan_out < 0:
             raise SweepError(f'fan_out must be a number of conditions per pass >= 0 (0: off), '
                              f'got {self.fan_out!r}')
@@ -309,10 +317,13 @@ class RobustnessOptions:
 
     def fingerprint_part(self) -> Dict[str, Any]:
         """The options part of the fingerprint: the settings that change the numbers."""
-        return dict(seed=self.seed, protocol=self.protocol, border=self.border,
+        part = dict(seed=self.seed, protocol=self.protocol, border=self.border,
                     calibration=self.calibration,
                     temperature_scaling=self.temperature_scaling,
                     temperature_fit=self.temperature_fit)
+        if self.precision != 'fp32':  # (fp32 records keep the fingerprint they had)
+            part['precision'] = self.precision
+        return part
 
     def to_dict(self, names: Optional[Iterable[str]] = None) -> Dict[str, Any]:
         """Option name -> value (tuples as lists), for a config (``test_cfg``)."""

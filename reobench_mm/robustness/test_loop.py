@@ -19,11 +19,13 @@ import logging
 import os.path as osp
 import time
 from dataclasses import dataclass, field
-from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
+import torch
 from mmengine.logging import print_log
 from mmengine.runner import TestLoop
+from mmengine.runner.amp import autocast
+from mmengine.runner.loops import _update_losses
 from torch.utils.data import DataLoader
 
 from ..analysis.report import Report, make_provenance, write_report
@@ -35,16 +37,17 @@ from reobench_corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..engine.corruption_loop import empty_dataset_error
 from ..engine.hooks import CheckpointClassesHook
+from ..engine.precision import forward_precision
 from ..engine.workdir import WorkDirLock, write_error
 from ..errors import SweepError
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
-from ..fileio import file_sha256, json_round_trip, plain_float
+from ..fileio import file_sha256, json_round_trip
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
 from .attack_sets import AttackCondition, attacks_to_dict, check_attack_task
 from .conditions import coerce_condition
-from .fan_out import fan_out_groups, run_pass
+from .fan_out import FanOut
 from .evaluators import calibration_metrics, condition_image_stats, robustness_evaluator
 from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
 from .held_out import check_held_out, seen_in_training
@@ -53,7 +56,7 @@ from .released_sets import FILES_SOURCE
 from .shards import write_shard_manifest
 from .shift_sets import ShiftCondition, shifts_to_dict
 from .store import ConditionStore, calibration_details, condition_record_name
-from .switching import ConditionSwitching, quiet_metric_tables, robustness_metrics
+from .switching import ConditionSwitching, robustness_metrics
 from .temperature import TemperatureFit
 
 __all__ = ['RobustnessTestLoop', 'SweepOutcome']
@@ -96,7 +99,7 @@ def _ignore_index(evaluator: Any) -> Optional[int]:
 
 
 @LOOPS.register_module()
-class RobustnessTestLoop(ConditionSwitching, TestLoop):
+class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
     """``TestLoop`` evaluating clean plus every selected corruption × severity in one run.
 
     Each finished condition is written to ``<out_dir>/conditions/<tag>.json`` (sealed,
@@ -139,6 +142,9 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                  **options: Any) -> None:
         check_no_corruption_cfg(runner.cfg)
         self.options = options = RobustnessOptions.create(options)
+        if fp16 and options.precision != 'fp32':
+            raise SweepError(f"test_cfg.fp16=True and precision={options.precision!r}: give "
+                             "one of them (precision='fp16' is what fp16=True asks for)")
         self.plan = options.plan
         cfg = runner.cfg
         #: corruptions of the protocol the model saw in training (report marks them)
@@ -323,6 +329,7 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
                                        evaluated_images=len(self.dataloader.dataset),
                                        shifts=shifts_to_dict(options.shifts),
                                        attacks=attacks_to_dict(options.attacks),
+                                       precision=options.precision,
                                        corruption_files=None if options.corruption_files
                                        is None else options.corruption_files.to_dict(),
                                        read_from_files=[c.key for c in self.all_conditions
@@ -355,54 +362,25 @@ class RobustnessTestLoop(ConditionSwitching, TestLoop):
             for prefix, metric in calibration_metrics(evaluator).items()}
         self.last_image_stats = condition_image_stats(evaluator)
 
-    def _fans_out(self, condition: Any) -> bool:
-        """Whether ``condition`` can join a fan-out pass: a corruption condition of the
-        test set (not a shift set's, an attack's or one read from files)."""
-        return isinstance(condition, Condition) and self._own_data(condition) is None
-
-    def _evaluations(self, todo: Sequence[Any]) -> Iterator[Tuple[Any, dict, float]]:
-        """``(condition, metrics, seconds)`` of every condition of ``todo``, the details of
-        each kept (:meth:`_keep_details`) when it is yielded: with ``fan_out``, the test
-        set's conditions in passes of ``fan_out`` conditions
-        (:mod:`~reobench_mm.robustness.fan_out`), then the others one by one; else one by
-        one, in order."""
-        size = self.options.fan_out
-        together = [c for c in todo if size and self._fans_out(c)]
-        if len(together) < 2:
-            together = []
-        for group in fan_out_groups(together, size or 1):
-            self._switch(self.plan.clean)
-            self.runner.model.eval()
-            done = run_pass(group, self.dataloader, self.steps, self.evaluator,
-                            self._fan_out_batch, self._finish_condition)
-            for condition in group:
-                metrics, evaluator, seconds = done.pop(condition)
-                self._keep_details(evaluator)
-                self.last_attack = None
-                yield condition, metrics, seconds
-        for condition in todo:
-            if condition not in together:
-                metrics, seconds = self._evaluate(condition)
-                yield condition, metrics, seconds
-
-    def _fan_out_batch(self, idx: int, batch: Any, condition: Any, evaluator: Any) -> None:
-        """One condition's batch of a fan-out pass, processed by its own evaluator."""
-        saved = self.evaluator, self._current
-        self.evaluator, self._current = evaluator, condition
-        try:
-            self.run_iter(idx, batch)
-        finally:
-            self.evaluator, self._current = saved
-
-    def _finish_condition(self, condition: Any, evaluator: Any) -> Dict[str, float]:
-        """The metrics of a fan-out pass's condition (its evaluator evaluated)."""
-        with quiet_metric_tables(not condition.is_clean):
-            metrics = evaluator.evaluate(len(self.dataloader.dataset))
-        return {str(k): plain_float(v) for k, v in metrics.items()}
-
     def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
         self._check_batch(idx, data_batch)
-        super().run_iter(idx, self._attacked(data_batch))
+        data_batch = self._attacked(data_batch)  # (the attack's gradients in float32)
+        self._predict_batch(idx, data_batch)
+
+    @torch.no_grad()
+    def _predict_batch(self, idx, data_batch: Sequence[dict]) -> None:
+        """``TestLoop.run_iter``'s work (hooks, ``test_step``, the evaluator), with the
+        forward in :attr:`options.precision` (MMEngine's own ``autocast`` context, which
+        ``fp16`` drives, would switch an outer autocast off)."""
+        self.runner.call_hook('before_test_iter', batch_idx=idx, data_batch=data_batch)
+        context = forward_precision(self.options.precision, self.runner.model) \
+            if self.options.precision != 'fp32' else autocast(enabled=self.fp16)
+        with context:
+            outputs = self.runner.model.test_step(data_batch)
+        outputs, self.test_loss = _update_losses(outputs, self.test_loss)
+        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self.runner.call_hook('after_test_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)
 
     def _prepare(self) -> None:
         """Before the first condition: decode the samples once, fit the temperature."""

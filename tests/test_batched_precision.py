@@ -1,0 +1,85 @@
+"""Test batches larger than one give the numbers of batch size one (both tasks, geometric
+corruptions included); the forward precision (bf16 under autocast) runs, changes the
+numbers only a little, is part of the fingerprint, and is checked."""
+import glob
+import json
+import os.path as osp
+
+import numpy as np
+import pytest
+from mmengine.runner import Runner
+
+import reobench_mm  # noqa: F401
+from reobench_mm.errors import FingerprintMismatchError, SweepError
+from reobench_mm.evaluation.functional.condition_stats import read_stats_file
+
+from conftest import DET_DEMO_CONFIG, SEG_DEMO_CONFIG, train_checkpoint
+from sweep_helpers import condition_records, robustness_cfg, untrained_checkpoint
+
+
+def _run(config, data_root, work_dir, checkpoint, batch_size=1, fp16=False, **options):
+    cfg = robustness_cfg(config, data_root, work_dir, checkpoint, batch_size,
+                         corruptions=['haze', 'rotate'], severities=[3], bootstrap=0,
+                         fp16=fp16, **options)
+    Runner.from_cfg(cfg).test()
+    return condition_records(work_dir)
+
+
+@pytest.mark.parametrize('config, folder', [(SEG_DEMO_CONFIG, 'potsdam'),
+                                            (DET_DEMO_CONFIG, 'dior')])
+def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, tmp_path, config, folder):
+    checkpoint = untrained_checkpoint(config, str(tmp_path / 'model.pth'))
+    runs = [_run(config, osp.join(demo_data, folder), str(tmp_path / f'b{b}'), checkpoint, b,
+                 calibration=folder == 'potsdam')
+            for b in (1, 4)]
+    assert sorted(runs[0]) == ['clean', 'haze@3', 'rotate@3']
+    for key in runs[0]:
+        one, four = runs[0][key]['metrics'], runs[1][key]['metrics']
+        assert sorted(one) == sorted(four)
+        # the task metrics are the same numbers; the calibration metrics read the logits,
+        # whose last bits depend on the batch (the convolutions' summation order)
+        assert {k: v for k, v in one.items() if not k.startswith('calib')} == \
+            {k: v for k, v in four.items() if not k.startswith('calib')}, key
+        for name in (k for k in one if k.startswith('calib')):
+            assert four[name] == pytest.approx(one[name], rel=1e-6, abs=1e-9), (key, name)
+        task = [read_stats_file(osp.join(str(tmp_path / f'b{b}'), 'conditions',
+                                         runs[i][key]['images']['file'])).task
+                for i, b in enumerate((1, 4))]
+        assert task[0].to_arrays().keys() == task[1].to_arrays().keys()
+        for name, array in task[0].to_arrays().items():
+            other = task[1].to_arrays()[name]
+            if array.dtype.kind == 'f':  # detection scores: the same to float32 rounding
+                assert np.allclose(array, other, rtol=1e-5, atol=1e-7), (key, name)
+            else:
+                assert (array == other).all(), (key, name)
+
+
+@pytest.fixture(scope='module')
+def seg_checkpoint(demo_data, tmp_path_factory):
+    return train_checkpoint(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'),
+                            str(tmp_path_factory.mktemp('train')), 200)
+
+
+def test_bf16_changes_the_numbers_only_a_little_and_is_fingerprinted(demo_data, tmp_path,
+                                                                     seg_checkpoint):
+    root = osp.join(demo_data, 'potsdam')
+    fp32 = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fp32'), seg_checkpoint)
+    bf16 = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'bf16'), seg_checkpoint,
+                precision='bf16')
+    for key in fp32:
+        a, b = fp32[key]['result']['value'], bf16[key]['result']['value']
+        assert abs(a - b) < 2.0, (key, a, b)
+        assert bf16[key]['fingerprint']['precision'] == 'bf16'
+        assert 'precision' not in fp32[key]['fingerprint']
+    assert any(fp32[k]['metrics'] != bf16[k]['metrics'] for k in fp32)  # it did run in bf16
+    with pytest.raises(FingerprintMismatchError, match='precision'):
+        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fp32'), seg_checkpoint, precision='bf16')
+
+
+def test_bad_precisions_are_refused(demo_data, tmp_path, seg_checkpoint):
+    root = osp.join(demo_data, 'potsdam')
+    with pytest.raises(SweepError, match="precision must be one of"):
+        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'a'), seg_checkpoint, precision='int8')
+    with pytest.raises(SweepError, match='give one of them'):
+        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'b'), seg_checkpoint, fp16=True,
+             precision='bf16')
