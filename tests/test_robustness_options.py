@@ -101,7 +101,8 @@ def test_values_are_normalised_and_checked():
     assert options.corruptions == tuple(list_corruptions('reobench', 'sensor'))
     assert options.severities == (1, 5) and options.calibration and options.shard == (0, 2)
     assert options.plan.conditions[0].is_clean
-    assert set(options.fingerprint_part()) | {'cfg_options', 'precision'} == \
+    assert set(options.fingerprint_part()) | {'cfg_options', 'precision',
+                                               'corruption_device'} == \
         set(FINGERPRINT_PARTS['options'])
     # the precision joins the fingerprint when it is not fp32 (fp32 records keep theirs)
     assert options.replace(precision='bf16').fingerprint_part()['precision'] == 'bf16'

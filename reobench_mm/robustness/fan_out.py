@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from torch.utils.data import DataLoader, Dataset
 
@@ -102,17 +102,20 @@ def fan_out_loader(dataloader: DataLoader, dataset: FanOutDataset) -> DataLoader
 
 def run_pass(conditions: Sequence[Condition], dataloader: DataLoader, steps: Sequence[Any],
              evaluator: Any, run_batch: Callable[[int, Any, Condition, Any], None],
-             finish: Callable[[Condition, Any], Dict[str, float]]
+             finish: Callable[[Condition, Any], Dict[str, float]],
+             pipeline_conditions: Optional[Sequence[Condition]] = None
              ) -> Dict[Condition, Tuple[Dict[str, float], Any, float]]:
     """Evaluate ``conditions`` in one pass over ``dataloader``'s images:
     ``{condition: (metrics, its evaluator, seconds)}``.
 
     ``run_batch(idx, batch, condition, evaluator)`` predicts and processes one
     condition's batch with that condition's copy of ``evaluator`` (copied before the pass,
-    holding no results); ``finish(condition, evaluator)`` evaluates it. The seconds of the
-    pass are shared equally among its conditions.
+    holding no results); ``finish(condition, evaluator)`` evaluates it;
+    ``pipeline_conditions`` are what the pipeline applies for each (default: the
+    conditions; clean where the model's device corrupts). The seconds of the pass are
+    shared equally among its conditions.
     """
-    dataset = FanOutDataset(dataloader.dataset, steps, conditions)
+    dataset = FanOutDataset(dataloader.dataset, steps, pipeline_conditions or conditions)
     evaluators = {c: copy.deepcopy(evaluator) for c in conditions}
     start = time.perf_counter()
     for idx, batches in enumerate(fan_out_loader(dataloader, dataset)):
@@ -149,7 +152,8 @@ class FanOut:
             self._switch(self.plan.clean)
             self.runner.model.eval()
             done = run_pass(group, self.dataloader, self.steps, self.evaluator,
-                            self._fan_out_batch, self._finish_condition)
+                            self._fan_out_batch, self._finish_condition,
+                            [self._pipeline_condition(c) for c in group])
             for condition in group:
                 metrics, evaluator, seconds = done.pop(condition)
                 self._keep_details(evaluator)
@@ -163,11 +167,13 @@ class FanOut:
     def _fan_out_batch(self, idx: int, batch: Any, condition: Any, evaluator: Any) -> None:
         """One condition's batch of a fan-out pass, processed by its own evaluator."""
         saved = self.evaluator, self._current
-        self.evaluator, self._current = evaluator, condition
+        self.evaluator = evaluator
+        self._set_current(condition)
         try:
             self.run_iter(idx, batch)
         finally:
-            self.evaluator, self._current = saved
+            self.evaluator = saved[0]
+            self._set_current(saved[1])
 
     def _finish_condition(self, condition: Any, evaluator: Any) -> Dict[str, float]:
         """The metrics of a fan-out pass's condition (its evaluator evaluated)."""

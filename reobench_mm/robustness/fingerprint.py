@@ -80,7 +80,7 @@ FINGERPRINT_PARTS: Dict[str, Tuple[str, ...]] = {
     'data': ('data', ),
     'code': ('code_sha256', 'versions'),
     'options': ('cfg_options', 'seed', 'protocol', 'border', 'calibration',
-                'temperature_scaling', 'temperature_fit', 'precision'),
+                'temperature_scaling', 'temperature_fit', 'precision', 'corruption_device'),
 }
 
 #: Sources (folders or files, relative to the folder that holds the ``reobench_mm`` and

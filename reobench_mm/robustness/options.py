@@ -34,6 +34,7 @@ from ..errors import SweepError
 from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, check_level,
                                                check_resamples)
 from .decode_cache import DEFAULT_MAX_BYTES
+from .device_corruption import CORRUPTION_DEVICES
 from .plan import SweepPlan
 from .released_sets import parse_corruption_files
 from .attack_sets import AttackCondition, attack_conditions, attacks_to_dict, parse_attacks
@@ -111,6 +112,12 @@ class RobustnessOptions:
         'fp32', "forward precision of the test step: 'fp32', or 'bf16'/'fp16' under "
         'torch.autocast on the model\'s device (the numbers change slightly; part of the '
         'fingerprint)', dict(choices=PRECISIONS))
+    corruption_device: str = _option(
+        'pipeline', "where the corruptions are applied: 'pipeline' (numpy/OpenCV in the data "
+        "pipeline) or 'model' (the torch engine on the model's device, before the "
+        'normalisation, for the pixel corruptions it implements; JPEG and the geometric '
+        'ones stay in the pipeline; part of the fingerprint)',
+        dict(choices=CORRUPTION_DEVICES))
     fan_out: int = _option(
         0, 'evaluate the conditions of the test set this many at a time in one pass over '
         'the data (each image read and decoded once, each condition with its own '
@@ -174,6 +181,9 @@ class RobustnessOptions:
         if self.precision not in PRECISIONS:
             raise SweepError(f'precision must be one of {list(PRECISIONS)}, got '
                              f'{self.precision!r}')
+        if self.corruption_device not in CORRUPTION_DEVICES:
+            raise SweepError(f'corruption_device must be one of {list(CORRUPTION_DEVICES)}, '
+                             f'got {self.corruption_device!r}')
         if not _is_int(self.fan_out) or self.fan_out < 0:
             raise SweepError(f'fan_out must be a number of conditions per pass >= 0 (0: off), '
                              f'got {self.fan_out!r}')
@@ -321,8 +331,11 @@ class RobustnessOptions:
                     calibration=self.calibration,
                     temperature_scaling=self.temperature_scaling,
                     temperature_fit=self.temperature_fit)
-        if self.precision != 'fp32':  # (fp32 records keep the fingerprint they had)
+        # (the defaults leave the fingerprint as it was before these options)
+        if self.precision != 'fp32':
             part['precision'] = self.precision
+        if self.corruption_device != 'pipeline':
+            part['corruption_device'] = self.corruption_device
         return part
 
     def to_dict(self, names: Optional[Iterable[str]] = None) -> Dict[str, Any]:

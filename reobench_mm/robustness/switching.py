@@ -135,13 +135,39 @@ class ConditionSwitching:
         self.steps = corruption_steps(self.dataloader.dataset)
         if not self.steps:
             raise SweepError('no ApplyCorruption step in the built dataset pipeline')
-        self._current: Condition = self.plan.clean
+        self._set_current(self.plan.clean)
 
-    def _switch(self, condition: Condition) -> None:
+    #: the corruptions applied on the model's device (``corruption_device='model'``)
+    device_corruption: Any = None
+
+    def _pipeline_condition(self, condition: Any, in_pipeline: bool = False) -> Any:
+        """What the pipeline applies for ``condition``: clean when the model's device
+        corrupts instead (unless ``in_pipeline``)."""
+        device = self.device_corruption
+        return condition if device is None or in_pipeline else \
+            device.pipeline_condition(condition)
+
+    def _set_current(self, condition: Any, in_pipeline: bool = False) -> Any:
+        """Make ``condition`` the one evaluated; returns what the pipeline applies."""
+        applied = self._pipeline_condition(condition, in_pipeline)
+        self._current, self._pipeline_current = condition, applied
+        self._device_condition = None if applied is condition else condition
+        return applied
+
+    def _switch(self, condition: Condition, in_pipeline: bool = False) -> None:
+        """Switch the run to ``condition`` (``in_pipeline``: all of it in the pipeline,
+        e.g. for the thumbnails of the worst cases)."""
+        applied = self._set_current(condition, in_pipeline)
         for step in self.steps:
-            step.set_condition(condition)
-        self._current = condition
+            step.set_condition(applied)
         stop_live_workers(self.dataloader)
+
+    def _device_corrupted(self, data_batch: Any) -> Any:
+        """The batch with the current condition applied on the model's device, when the
+        device applies it."""
+        if getattr(self, '_device_condition', None) is None:
+            return data_batch
+        return self.device_corruption.apply(data_batch, self._device_condition)
 
     def _evaluate_condition(self, condition: Condition, quiet: Optional[bool] = None
                             ) -> Tuple[Dict[str, float], float]:
@@ -274,7 +300,7 @@ class ConditionSwitching:
             self.dataloader, self.steps = saved
 
     def _check_batch(self, idx: int, data_batch: Any) -> None:
-        check_batch_condition(data_batch, self._current, idx)
+        check_batch_condition(data_batch, self._pipeline_current, idx)
 
     def _cache_decoding(self, cache_bytes: int) -> list:
         if cache_bytes <= 0:

@@ -47,6 +47,7 @@ from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
 from .attack_sets import AttackCondition, attacks_to_dict, check_attack_task
 from .conditions import coerce_condition
+from .device_corruption import DeviceCorruption
 from .fan_out import FanOut
 from .evaluators import calibration_metrics, condition_image_stats, robustness_evaluator
 from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
@@ -176,6 +177,8 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
             raise SweepError(f'temperature_split={options.temperature_split}: {error}; hold '
                              'out fewer images') from None
         self._find_steps()
+        if options.corruption_device == 'model':
+            self.device_corruption = DeviceCorruption(self.steps, runner.model)
         # a checkpoint of other classes is refused when the runner (or a driver) loads it
         runner.register_hook(CheckpointClassesHook(
             lambda: getattr(self.dataloader.dataset, 'metainfo', None),
@@ -330,6 +333,7 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
                                        shifts=shifts_to_dict(options.shifts),
                                        attacks=attacks_to_dict(options.attacks),
                                        precision=options.precision,
+                                       corruption_device=options.corruption_device,
                                        corruption_files=None if options.corruption_files
                                        is None else options.corruption_files.to_dict(),
                                        read_from_files=[c.key for c in self.all_conditions
@@ -364,7 +368,9 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
 
     def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
         self._check_batch(idx, data_batch)
-        data_batch = self._attacked(data_batch)  # (the attack's gradients in float32)
+        # the device's corruption first (an attack on a corrupted image), then the attack
+        # (its gradients in float32)
+        data_batch = self._attacked(self._device_corrupted(data_batch))
         self._predict_batch(idx, data_batch)
 
     @torch.no_grad()
@@ -562,7 +568,9 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
         from .worst_case_images import worst_case_panels, worst_case_picks
         try:
             return worst_case_panels(worst_case_picks(cases), self.dataloader.dataset,
-                                     self.runner.model, self._switch, self.plan.condition,
+                                     self.runner.model,
+                                     lambda c: self._switch(c, in_pipeline=True),
+                                     self.plan.condition,
                                      self.task.results_name)
         except Exception as error:  # a picture is not worth the report: say so, go on
             print_log(f'no thumbnails of the worst cases ({type(error).__name__}: {error})',

@@ -1,0 +1,94 @@
+"""Corrupting on the model's device: the ``corruption_device='model'`` option.
+
+By default (``'pipeline'``) the switchable ``ApplyCorruption`` step corrupts each image
+in the data pipeline (the main process or a dataloader worker, numpy/OpenCV). With
+``corruption_device='model'`` the pixel corruptions that the torch engine implements
+(:func:`reobench_corruptions.torch_engine.torch_corruptions`: noise, blurs,
+brightness/contrast, haze, cloud, data gaps, cloud shadow) are applied instead in the test
+step, to the raw pixels of each batch on the model's device, before the data
+preprocessor normalises them; the pipeline then delivers the clean image. JPEG
+compression and the geometric corruptions (which move labels) stay in the pipeline.
+
+The draws are keyed as the pipeline keys them (the seed and the image's file name), and
+the step's ``max_value`` and ``corruption_options`` are used. The torch engine equals the
+numpy engine within one grey level for the deterministic corruptions and in distribution
+for the noises (``docs/corruptions.md``), so the numbers are close to, not the same as,
+the pipeline's: the option is part of the fingerprint. The image must reach the test step
+at its original size (the corruption's parameters are for that size): a test pipeline
+that resizes it is refused.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from reobench_corruptions.condition import Condition
+from ..errors import SweepError
+from ..transforms.corruption import ApplyCorruption
+
+__all__ = ['CORRUPTION_DEVICES', 'DeviceCorruption']
+
+#: Where the corruptions are applied.
+CORRUPTION_DEVICES = ('pipeline', 'model')
+
+
+class DeviceCorruption:
+    """The covered conditions, corrupted in the test step on the model's device.
+
+    Args:
+        steps: the run's ``ApplyCorruption`` steps (their ``max_value`` and
+            ``corruption_options`` are used).
+        model: the model (its device).
+    """
+
+    def __init__(self, steps: Any, model: Any) -> None:
+        from reobench_corruptions.torch_engine import torch_corruptions
+        self.step = steps[0] if steps else None  # (the placed steps share their settings)
+        if self.step is not None and self.step.reencode_jpeg_quality is not None:
+            raise SweepError("corruption_device='model' with reencode_jpeg_quality: the "
+                             'extra JPEG pass runs in the pipeline; corrupt in the pipeline')
+        self.model = model
+        self._covered: Dict[str, set] = {}
+        self._names = torch_corruptions
+
+    def covers(self, condition: Any) -> bool:
+        """Whether ``condition`` is corrupted on the device (a pixel corruption the torch
+        engine implements)."""
+        if not isinstance(condition, Condition) or condition.is_clean:
+            return False
+        protocol = condition.protocol
+        if protocol not in self._covered:
+            self._covered[protocol] = set(self._names(protocol))
+        return condition.corruption in self._covered[protocol]
+
+    def pipeline_condition(self, condition: Any) -> Any:
+        """What the pipeline applies for ``condition``: clean when the device does it."""
+        return condition.clean() if self.covers(condition) else condition
+
+    def apply(self, data_batch: Dict[str, Any], condition: Optional[Condition]
+              ) -> Dict[str, Any]:
+        """``data_batch`` with each image corrupted under ``condition`` on the model's
+        device (as it is for a condition the device does not cover)."""
+        if condition is None or not self.covers(condition):
+            return data_batch
+        from reobench_corruptions.torch_engine import corrupt_torch
+        device = next(iter(self.model.parameters())).device
+        step = self.step
+        options = dict(step.corruption_options.get(condition.corruption, {})) if step else {}
+        inputs = list(data_batch['inputs'])
+        for i, (image, sample) in enumerate(zip(inputs, data_batch['data_samples'])):
+            meta = sample.metainfo
+            shape, original = meta.get('img_shape'), meta.get('ori_shape')
+            if shape is not None and original is not None and \
+                    tuple(shape[:2]) != tuple(original[:2]):
+                raise SweepError(
+                    f"corruption_device='model': image {meta.get('img_path', i)} reaches the "
+                    f'test step at {tuple(shape[:2])}, not its original size '
+                    f'{tuple(original[:2])}: the corruptions are defined at the original '
+                    "size; corrupt in the pipeline (corruption_device='pipeline')")
+            key = ApplyCorruption.sample_key(meta)
+            out = corrupt_torch(image.to(device)[None], condition.corruption,
+                                condition.severity, keys=[key], seed=condition.seed,
+                                protocol=condition.protocol,
+                                max_value=None if step is None else step.max_value, **options)
+            inputs[i] = out[0]
+        return dict(data_batch, inputs=inputs)
