@@ -14,7 +14,8 @@ import numpy as np
 from .base import register_corruption, register_uint8_kernel
 
 __all__ = ['GeometricTransform', 'BORDER_MODES', 'SCALE_CANVASES', 'DEFAULT_SCALE_CANVAS',
-           'check_border', 'check_canvas', 'check_ignore_index']
+           'check_border', 'check_canvas', 'check_ignore_index', 'geometric_transform',
+           'rotate_transform', 'scale_transform', 'translate_transform']
 
 BORDER_MODES = {'reflect': cv2.BORDER_REFLECT, 'constant': cv2.BORDER_CONSTANT}
 
@@ -260,14 +261,65 @@ def _from_opencv(name: str, opencv_matrix: np.ndarray, shape, border: str) -> Ge
     return GeometricTransform(name, edge, tuple(shape), border, input_shape=tuple(shape))
 
 
+def rotate_transform(shape: Tuple[int, int], angle: float,
+                     border: str = 'reflect') -> GeometricTransform:
+    """The transform of ``rotate``: +angle degrees (counter-clockwise on screen) about
+    (W/2, H/2) of an image of ``shape`` (H, W)."""
+    h, w = shape
+    matrix = cv2.getRotationMatrix2D((w / 2, h / 2), float(angle), 1.0)
+    return _from_opencv('rotate', matrix, (h, w), border)
+
+
+def scale_transform(shape: Tuple[int, int], ratio: float,
+                    canvas: str = DEFAULT_SCALE_CANVAS) -> GeometricTransform:
+    """The transform of ``scale``: the image of ``shape`` (H, W) resized to
+    int(W·s) × int(H·s) and placed at top ``(H − nh)//2``, left ``(W − nw)//2``."""
+    h, w = shape
+    nh, nw = max(1, int(h * ratio)), max(1, int(w * ratio))
+    top, left = (h - nh) // 2, (w - nw) // 2
+    matrix = np.array([[nw / w, 0.0, left], [0.0, nh / h, top]])
+    return GeometricTransform('scale', matrix, (h, w), 'constant', (top, left, nh, nw),
+                              input_shape=(h, w), canvas_fill=canvas)
+
+
+def translate_transform(shape: Tuple[int, int], shift: int, rng: np.random.Generator,
+                        border: str = 'reflect') -> GeometricTransform:
+    """The transform of ``translate``: a shift by (±t, ±t), the two signs drawn from
+    ``rng`` (the sample's generator)."""
+    h, w = shape
+    dx, dy = (float(shift) if s else -float(shift) for s in rng.integers(0, 2, size=2))
+    return GeometricTransform('translate', np.array([[1.0, 0, dx], [0, 1.0, dy]]), (h, w),
+                              border, input_shape=(h, w))
+
+
+def geometric_transform(name: str, shape: Tuple[int, int], parameter, rng: np.random.Generator,
+                        border: str = 'reflect', canvas: str = DEFAULT_SCALE_CANVAS
+                        ) -> GeometricTransform:
+    """The transform corruption ``name`` (``rotate``, ``scale`` or ``translate``) applies
+    at the severity's ``parameter`` to an image of ``shape`` (H, W), drawing from the
+    sample's ``rng`` as the corruption does: the one definition both engines use.
+
+    Raises:
+        ValueError: a bad ``border`` or ``canvas``, or a name that is not one of the three.
+    """
+    check_border(border)
+    if name == 'rotate':
+        return rotate_transform(shape, parameter, border)
+    if name == 'scale':
+        check_canvas(canvas)
+        return scale_transform(shape, parameter, canvas)
+    if name == 'translate':
+        return translate_transform(shape, parameter, rng, border)
+    raise ValueError(f'{name!r} is not a geometric corruption; valid: rotate, scale, '
+                     'translate')
+
+
 @register_corruption('rotate', 'reobench', 'geometric', 'angle, degrees',
                      (30, 45, 60, 75, 90), options=('border', ))
 def rotate(image: np.ndarray, angle: float, rng: np.random.Generator, border: str = 'reflect'):
     """Rotate by +angle (counter-clockwise on screen) about (W/2, H/2), bilinear."""
     check_border(border)
-    h, w = image.shape[:2]
-    matrix = cv2.getRotationMatrix2D((w / 2, h / 2), float(angle), 1.0)
-    transform = _from_opencv('rotate', matrix, (h, w), border)
+    transform = rotate_transform(image.shape[:2], angle, border)
     return _warp(image, transform), transform
 
 
@@ -292,8 +344,8 @@ def scale(image: np.ndarray, ratio: float, rng: np.random.Generator, border: str
     check_border(border)
     check_canvas(canvas)
     h, w = image.shape[:2]
-    nh, nw = max(1, int(h * ratio)), max(1, int(w * ratio))
-    top, left = (h - nh) // 2, (w - nw) // 2
+    transform = scale_transform((h, w), ratio, canvas)
+    top, left, nh, nw = transform.canvas
     content = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_LINEAR)
     if canvas == 'black':
         out = np.zeros_like(image)
@@ -301,9 +353,7 @@ def scale(image: np.ndarray, ratio: float, rng: np.random.Generator, border: str
     else:
         out = cv2.copyMakeBorder(content, top, h - nh - top, left, w - nw - left,
                                  SCALE_CANVASES[canvas]).reshape(image.shape)
-    matrix = np.array([[nw / w, 0.0, left], [0.0, nh / h, top]])
-    return out, GeometricTransform('scale', matrix, (h, w), 'constant', (top, left, nh, nw),
-                                   input_shape=(h, w), canvas_fill=canvas)
+    return out, transform
 
 
 @register_corruption('translate', 'reobench', 'geometric', 'shift t px', (15, 20, 25, 30, 35),
@@ -312,10 +362,7 @@ def translate(image: np.ndarray, shift: int, rng: np.random.Generator,
               border: str = 'reflect'):
     """Shift by (±t, ±t), signs drawn at random (always diagonal)."""
     check_border(border)
-    h, w = image.shape[:2]
-    dx, dy = (float(shift) if s else -float(shift) for s in rng.integers(0, 2, size=2))
-    transform = GeometricTransform('translate', np.array([[1.0, 0, dx], [0, 1.0, dy]]), (h, w),
-                                   border, input_shape=(h, w))
+    transform = translate_transform(image.shape[:2], shift, rng, border)
     return _warp(image, transform), transform
 
 

@@ -23,8 +23,15 @@ engine (:data:`PARITY`):
   ``gaussian_noise``, ``salt_pepper_noise``, ``poisson_gaussian_noise``. Their draws are
   reproducible for a given device type (CPU and CUDA generators differ).
 
+- ``exact`` too, the geometric corruptions ``rotate``, ``scale`` and ``translate``
+  (:func:`corrupt_geometric_torch`, which also returns each sample's
+  :class:`~reobench_corruptions.geometric.GeometricTransform`; label maps move with
+  :func:`warp_label_map_torch`): OpenCV's fixed-point sampling reproduced
+  (:mod:`~reobench_corruptions.torch_geometric`), the same bits as the numpy engine for
+  ``uint8`` images and for label maps.
+
 Not covered: ``compression_artifacts`` (the JPEG codec runs on the CPU: apply it in the
-data pipeline) and the geometric corruptions (``rotate``, ``scale``, ``translate``).
+data pipeline, i.e. on the CPU dataloader workers).
 """
 from __future__ import annotations
 
@@ -42,8 +49,13 @@ from .appearance import (CLOUD_BRIGHTNESS, CLOUD_CELL_PIXELS, CLOUD_CORE_DEPTH,
 from .api import check_arguments
 from .base import (FLOAT32_SCALES, full_scale, get_corruption,
                    list_corruptions, make_rng, sample_key)
+from .geometric import (DEFAULT_SCALE_CANVAS, GeometricTransform, check_border,
+                        check_canvas, check_ignore_index, geometric_transform,
+                        identity_transform)
+from .torch_geometric import warp_image, warp_labels
 
-__all__ = ['corrupt_torch', 'torch_corruptions', 'PARITY', 'TORCH_DTYPES']
+__all__ = ['corrupt_torch', 'corrupt_geometric_torch', 'warp_label_map_torch',
+           'torch_corruptions', 'PARITY', 'TORCH_DTYPES']
 
 Key = Union[str, int]
 
@@ -307,8 +319,9 @@ _IMPLEMENTATIONS: Dict[Tuple[str, str], Tuple[str, Callable]] = {
 #: ``(protocol, name) -> 'exact' | 'statistical'``: whether :func:`corrupt_torch` draws
 #: the numpy engine's random numbers (equal results up to float rounding: within one
 #: grey level) or its own ones from the same distribution.
-PARITY: Dict[Tuple[str, str], str] = {key: parity for key, (parity, _) in
-                                      _IMPLEMENTATIONS.items()}
+PARITY: Dict[Tuple[str, str], str] = {
+    **{key: parity for key, (parity, _) in _IMPLEMENTATIONS.items()},
+    **{('reobench', name): _EXACT for name in ('rotate', 'scale', 'translate')}}
 
 
 def torch_corruptions(protocol: str = 'reobench') -> List[str]:
@@ -319,14 +332,15 @@ def torch_corruptions(protocol: str = 'reobench') -> List[str]:
         protocol: ``'reobench'`` or ``'geofm_calibration'``.
 
     Returns:
-        The covered names (neither ``compression_artifacts`` nor a geometric one).
+        The covered names (all but ``compression_artifacts``; the geometric ones, which
+        move labels, through :func:`corrupt_geometric_torch`).
     """
     return [name for name in list_corruptions(protocol) if (protocol, name) in PARITY]
 
 
 def _refuse_uncovered(name: str, protocol: str) -> None:
-    spec = get_corruption(name, protocol)  # KeyError for unknown names, listing valid ones
-    if (protocol, name) in _IMPLEMENTATIONS:
+    get_corruption(name, protocol)  # KeyError for unknown names, listing valid ones
+    if (protocol, name) in PARITY:
         return
     covered = torch_corruptions(protocol)
     if name == 'compression_artifacts':
@@ -334,12 +348,6 @@ def _refuse_uncovered(name: str, protocol: str) -> None:
             'compression_artifacts (JPEG) has no torch implementation: the JPEG codec runs '
             'on the CPU; apply it with reobench_corruptions.corrupt in the data pipeline '
             f'(CPU workers). corrupt_torch covers ({protocol}): {covered}')
-    if spec.moves_labels:
-        raise NotImplementedError(
-            f'{name} is a geometric corruption, which corrupt_torch does not implement yet '
-            '(labels move with the pixels): apply it with '
-            'reobench_corruptions.corrupt_geometric in the data pipeline. corrupt_torch '
-            f'covers ({protocol}): {covered}')
     raise NotImplementedError(f'{name} has no torch implementation; corrupt_torch covers '
                               f'({protocol}): {covered}')
 
@@ -437,12 +445,15 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
 
     Raises:
         KeyError: an unknown corruption name (the message lists the valid ones).
-        NotImplementedError: ``compression_artifacts`` or a geometric corruption.
+        NotImplementedError: ``compression_artifacts``.
         TypeError: not a tensor, an unsupported dtype, an unknown option, bad keys.
         ValueError: a bad shape, severity, seed, protocol or ``max_value``; values out
             of range; a number of keys other than ``B``; missing keys.
     """
     _refuse_uncovered(name, protocol)
+    if get_corruption(name, protocol).moves_labels:
+        return corrupt_geometric_torch(images, name, severity, keys=keys, seed=seed,
+                                       protocol=protocol, max_value=max_value, **options)[0]
     spec, severity, seed = check_arguments(name, severity, seed, protocol, max_value, options)
     scale = _check_images(images, max_value)
     if options.get('bands') is not None:
@@ -463,3 +474,104 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
             for band in set(range(images.shape[1])) - set(selected):
                 result[:, band].copy_(images[:, band])  # (uint16 tensors cannot be indexed)
     return result
+
+
+def corrupt_geometric_torch(images: torch.Tensor, name: str, severity: int, *,
+                            keys: Optional[Sequence[Key]] = None, seed: int = 0,
+                            protocol: str = 'reobench', border: str = 'reflect',
+                            max_value: Optional[float] = None, **options
+                            ) -> Tuple[torch.Tensor, List[GeometricTransform]]:
+    """Apply geometric corruption ``name`` (``rotate``, ``scale``, ``translate``) to a
+    batch on its device; ``(images, transforms)``, one transform per sample.
+
+    The torch counterpart of :func:`reobench_corruptions.corrupt_geometric`: the same
+    transform (drawn from the sample's key for ``translate``) and the same pixels — for
+    ``uint8`` images the same bits; for other dtypes the same up to float rounding
+    (within one grey level; see :mod:`~reobench_corruptions.torch_geometric`). Move
+    label maps with :func:`warp_label_map_torch` and boxes or points with the
+    transforms' :meth:`~reobench_corruptions.geometric.GeometricTransform.apply_to_points`.
+
+    Args:
+        images, keys, seed, protocol, max_value: as :func:`corrupt_torch` (``keys`` are
+            needed by ``translate``, which draws its signs).
+        name: ``'rotate'``, ``'scale'`` or ``'translate'``.
+        severity: an integer 0..5; 0 returns an unchanged copy and identity transforms.
+        border: ``'reflect'`` or ``'constant'`` (as the numpy engine).
+        **options: ``canvas`` for ``scale``; anything else is an error.
+
+    Raises:
+        ValueError: a corruption that does not move labels, a bad border or canvas, and
+            the errors of :func:`corrupt_torch`.
+    """
+    spec = get_corruption(name, protocol)
+    if not spec.moves_labels:
+        raise ValueError(f'{name} is not a geometric corruption; use corrupt_torch()')
+    check_border(border)
+    spec, severity, seed = check_arguments(name, severity, seed, protocol, max_value,
+                                           dict(options, border=border))
+    canvas = options.get('canvas', DEFAULT_SCALE_CANVAS)
+    check_canvas(canvas)
+    scale = _check_images(images, max_value)
+    keys = _check_keys(keys, images.shape[0], spec, severity)
+    shape = tuple(images.shape[2:])
+    if severity == 0:
+        return images.clone(), [identity_transform(*shape) for _ in keys]
+    parameter = spec.parameter_for(severity)
+    transforms = [geometric_transform(
+        name, shape, parameter,
+        make_rng(seed, f'{protocol}/{name}', severity, key) if spec.stochastic else None,
+        border, canvas) for key in keys]
+    out = torch.empty_like(images)
+    with torch.no_grad():
+        for i, transform in enumerate(transforms):
+            if images.dtype == torch.uint8:  # OpenCV's integer paths, as the numpy engine
+                out[i] = warp_image(images[i], transform)
+            else:
+                moved = warp_image(_to_float(images[i:i + 1], scale)[0], transform)
+                out[i] = _from_float(moved, images.dtype, scale)
+    return out, transforms
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    try:
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    except TypeError:
+        raise TypeError(f'unsupported label map dtype {dtype}; valid: bool, signed and '
+                        'unsigned integers, float16/32/64') from None
+
+
+def warp_label_map_torch(label_map: torch.Tensor, transform: GeometricTransform,
+                         ignore_index: int) -> torch.Tensor:
+    """Move a label map on its device as
+    :meth:`~reobench_corruptions.geometric.GeometricTransform.warp_label_map` moves it
+    (nearest sampling, ``ignore_index`` where there is no source content): the same
+    values.
+
+    Args:
+        label_map: ``H×W`` or ``…×H×W`` (e.g. mmseg's ``1×H×W``), with the ``(H, W)``
+            of the image the transform was made for; any integer dtype, bool or
+            float16/32/64. Never modified.
+        transform: a transform of :func:`corrupt_geometric_torch` (or the numpy engine).
+        ignore_index: an integer the dtype can hold (see
+            :func:`~reobench_corruptions.geometric.check_ignore_index`).
+
+    Returns:
+        A new tensor of shape ``…×output_shape``, the dtype and device of the input.
+
+    Raises:
+        TypeError: not a tensor, or an unsupported dtype.
+        ValueError: a height and width other than the image's, or an ``ignore_index``
+            the dtype cannot hold.
+    """
+    if not isinstance(label_map, torch.Tensor):
+        raise TypeError(f'label_map must be a torch.Tensor, got {type(label_map).__name__}')
+    source = transform.source_shape
+    if label_map.dim() < 2 or tuple(label_map.shape[-2:]) != source or \
+            label_map.numel() == 0:
+        raise ValueError(
+            f'label map of shape {tuple(label_map.shape)} does not match the image this '
+            f'{transform.name!r} transform was made for, of height × width {source}: a '
+            'label map must be H×W or …×H×W with the image\'s H and W')
+    fill = check_ignore_index(ignore_index, _numpy_dtype(label_map.dtype))
+    with torch.no_grad():
+        return warp_labels(label_map, transform, fill)

@@ -271,13 +271,14 @@ def _foreign_imports(directory: str, allowed: tuple) -> list:
 
 
 #: The engine's optional torch implementation (imported only by whoever uses it).
-TORCH_ENGINE_FILES = ('torch_engine.py', 'torch_kernels.py')
+TORCH_ENGINE_FILES = ('torch_engine.py', 'torch_kernels.py', 'torch_geometric.py')
 
 
 def test_the_engine_imports_nothing_of_the_plugin_or_openmmlab():
     """``reobench_corruptions`` is pure numpy/OpenCV (scipy where used): no import of
     ``reobench_mm``, MMEngine, a toolbox or torch, at module level or in functions; its
-    optional torch implementation (``torch_engine.py``, ``torch_kernels.py``, which the
+    optional torch implementation (``torch_engine.py``, ``torch_kernels.py``,
+    ``torch_geometric.py``, which the
     package never imports itself) may import torch and nothing more."""
     offenders = _foreign_imports(ENGINE_DIR, ENGINE_DEPENDENCIES)
     torch_files = [osp.join('reobench_corruptions', n) for n in TORCH_ENGINE_FILES]

@@ -2,28 +2,34 @@
 
 By default (``'pipeline'``) the switchable ``ApplyCorruption`` step corrupts each image
 in the data pipeline (the main process or a dataloader worker, numpy/OpenCV). With
-``corruption_device='model'`` the pixel corruptions that the torch engine implements
+``corruption_device='model'`` the corruptions that the torch engine implements
 (:func:`reobench_corruptions.torch_engine.torch_corruptions`: noise, blurs,
-brightness/contrast, haze, cloud, data gaps, cloud shadow) are applied instead in the test
-step, to the raw pixels of each batch on the model's device, before the data
-preprocessor normalises them; the pipeline then delivers the clean image. JPEG
-compression and the geometric corruptions (which move labels) stay in the pipeline.
+brightness/contrast, haze, cloud, data gaps, cloud shadow, and the geometric ``rotate``,
+``scale`` and ``translate``) are applied instead in the test step, to the raw pixels of
+each batch on the model's device, before the data preprocessor normalises them; the
+pipeline then delivers the clean image and its labels. A geometric corruption moves the
+sample's labels there too, as the pipeline would: its label maps on the device (the same
+values) and its boxes (the same boxes; see
+:func:`~reobench_mm.transforms.corruption.move_sample_labels`). JPEG compression stays
+in the pipeline (the CPU dataloader workers).
 
 The draws are keyed as the pipeline keys them (the seed and the image's file name), and
-the step's ``max_value`` and ``corruption_options`` are used. The torch engine equals the
-numpy engine within one grey level for the deterministic corruptions and in distribution
-for the noises (``docs/corruptions.md``), so the numbers are close to, not the same as,
-the pipeline's: the option is part of the fingerprint. The image must reach the test step
-at its original size (the corruption's parameters are for that size): a test pipeline
-that resizes it is refused.
+the step's ``max_value``, ``ignore_index``, ``angle_version``, ``box_policy`` and
+``corruption_options`` are used. The torch engine gives the numpy engine's bits for the
+geometric corruptions on ``uint8`` images, within one grey level for the other
+deterministic ones and the same distribution for the noises (``docs/corruptions.md``), so
+the numbers are close to, not always the same as, the pipeline's: the option is part of
+the fingerprint. The image must reach the test step at its original size (the
+corruption's parameters are for that size): a test pipeline that resizes it is refused.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+from reobench_corruptions import get_corruption
 from reobench_corruptions.condition import Condition
 from ..errors import SweepError
-from ..transforms.corruption import ApplyCorruption
+from ..transforms.corruption import ApplyCorruption, move_sample_labels
 
 __all__ = ['CORRUPTION_DEVICES', 'DeviceCorruption']
 
@@ -42,8 +48,9 @@ class DeviceCorruption:
 
     def __init__(self, steps: Any, model: Any) -> None:
         from reobench_corruptions.torch_engine import torch_corruptions
-        self.step = steps[0] if steps else None  # (the placed steps share their settings)
-        if self.step is not None and self.step.reencode_jpeg_quality is not None:
+        # the placed steps share their settings (without one: the step's defaults)
+        self.step = steps[0] if steps else ApplyCorruption()
+        if self.step.reencode_jpeg_quality is not None:
             raise SweepError("corruption_device='model' with reencode_jpeg_quality: the "
                              'extra JPEG pass runs in the pipeline; corrupt in the pipeline')
         self.model = model
@@ -70,12 +77,15 @@ class DeviceCorruption:
         device (as it is for a condition the device does not cover)."""
         if condition is None or not self.covers(condition):
             return data_batch
-        from reobench_corruptions.torch_engine import corrupt_torch
+        from reobench_corruptions.torch_engine import corrupt_geometric_torch, corrupt_torch
         device = next(iter(self.model.parameters())).device
         step = self.step
-        options = dict(step.corruption_options.get(condition.corruption, {})) if step else {}
-        inputs = list(data_batch['inputs'])
-        for i, (image, sample) in enumerate(zip(inputs, data_batch['data_samples'])):
+        options = dict(step.corruption_options.get(condition.corruption, {}))
+        common = dict(seed=condition.seed, protocol=condition.protocol,
+                      max_value=step.max_value)
+        geometric = get_corruption(condition.corruption, condition.protocol).moves_labels
+        inputs, samples = list(data_batch['inputs']), list(data_batch['data_samples'])
+        for i, (image, sample) in enumerate(zip(inputs, samples)):
             meta = sample.metainfo
             shape, original = meta.get('img_shape'), meta.get('ori_shape')
             if shape is not None and original is not None and \
@@ -85,10 +95,16 @@ class DeviceCorruption:
                     f'test step at {tuple(shape[:2])}, not its original size '
                     f'{tuple(original[:2])}: the corruptions are defined at the original '
                     "size; corrupt in the pipeline (corruption_device='pipeline')")
-            key = ApplyCorruption.sample_key(meta)
-            out = corrupt_torch(image.to(device)[None], condition.corruption,
-                                condition.severity, keys=[key], seed=condition.seed,
-                                protocol=condition.protocol,
-                                max_value=None if step is None else step.max_value, **options)
+            keys = [ApplyCorruption.sample_key(meta)]
+            if not geometric:
+                inputs[i] = corrupt_torch(image.to(device)[None], condition.corruption,
+                                          condition.severity, keys=keys, **common,
+                                          **options)[0]
+                continue
+            out, (transform, ) = corrupt_geometric_torch(
+                image.to(device)[None], condition.corruption, condition.severity, keys=keys,
+                border=condition.border, **common, **options)
             inputs[i] = out[0]
-        return dict(data_batch, inputs=inputs)
+            samples[i] = move_sample_labels(sample, transform, step.ignore_index,
+                                            step.angle_version, step.box_policy)
+        return dict(data_batch, inputs=inputs, data_samples=samples)

@@ -115,8 +115,8 @@ class RobustnessOptions:
     corruption_device: str = _option(
         'pipeline', "where the corruptions are applied: 'pipeline' (numpy/OpenCV in the data "
         "pipeline) or 'model' (the torch engine on the model's device, before the "
-        'normalisation, for the pixel corruptions it implements; JPEG and the geometric '
-        'ones stay in the pipeline; part of the fingerprint)',
+        'normalisation, for every corruption it implements, geometric ones moving the '
+        'labels there; JPEG stays in the pipeline; part of the fingerprint)',
         dict(choices=CORRUPTION_DEVICES))
     fan_out: int = _option(
         0, 'evaluate the conditions of the test set this many at a time in one pass over '

@@ -358,15 +358,66 @@ def move_labels(results: dict, geometry: GeometricTransform, ignore_index: int,
         return
     moved = move_boxes(boxes, geometry, angle_version)
     if box_policy == 'drop_outside':
-        h, w = geometry.output_shape
-        centres = moved.centers
-        keep = ((centres[:, 0] >= 0) & (centres[:, 0] < w) & (centres[:, 1] >= 0)
-                & (centres[:, 1] < h)).numpy()
+        keep = centres_inside(moved, geometry)
         moved = moved[torch.from_numpy(keep)]
         for field in ('gt_bboxes_labels', 'gt_ignore_flags'):
             if results.get(field) is not None:
                 results[field] = results[field][keep]
     results['gt_bboxes'] = moved
+
+
+def centres_inside(boxes, geometry: GeometricTransform) -> np.ndarray:
+    """Boolean mask of the (moved) ``boxes`` whose centre lies in the output image: the
+    boxes ``box_policy='drop_outside'`` keeps."""
+    h, w = geometry.output_shape
+    centres = boxes.centers.cpu()
+    return ((centres[:, 0] >= 0) & (centres[:, 0] < w) & (centres[:, 1] >= 0)
+            & (centres[:, 1] < h)).numpy()
+
+
+#: The instance fields of packed detection samples whose boxes a geometric corruption
+#: moves (``ignored_instances`` holds the boxes flagged ignored).
+_INSTANCE_FIELDS = ('gt_instances', 'ignored_instances')
+
+
+def move_sample_labels(sample: Any, geometry: GeometricTransform, ignore_index: int,
+                       angle_version: str = 'le90', box_policy: str = 'reference') -> Any:
+    """A copy of a packed data sample (mmseg ``SegDataSample``, mmdet ``DetDataSample``)
+    whose labels are moved by ``geometry``, as :func:`move_labels` moves them in the
+    pipeline: every ``gt_*`` pixel map on its device
+    (:func:`~reobench_corruptions.torch_engine.warp_label_map_torch`, the same values),
+    the boxes of ``gt_instances`` and ``ignored_instances`` with :func:`move_boxes` (a few
+    numbers per box, on the CPU: the same boxes), dropped outside with
+    ``box_policy='drop_outside'``. ``sample`` itself is not modified.
+
+    Raises:
+        RuntimeError: instances with masks (which geometric corruptions do not move).
+    """
+    from mmengine.structures import InstanceData, PixelData
+    from reobench_corruptions.torch_engine import warp_label_map_torch
+    moved = sample.clone()
+    for name in sample.keys():
+        value = sample.get(name)
+        if name.startswith('gt_') and isinstance(value, PixelData):
+            maps = {key: warp_label_map_torch(value.get(key), geometry, ignore_index)
+                    for key in value.keys()}
+            setattr(moved, name, PixelData(metainfo=value.metainfo, **maps))
+    for name in _INSTANCE_FIELDS:
+        instances = sample.get(name)
+        if not isinstance(instances, InstanceData) or 'bboxes' not in instances:
+            continue
+        if 'masks' in instances:
+            raise RuntimeError(f'{name} holds masks, which a geometric corruption does not '
+                               'move; leave them out of the annotations')
+        boxes = instances.bboxes
+        new = instances.clone()
+        if len(boxes):
+            device = boxes.device
+            new.bboxes = move_boxes(boxes.cpu(), geometry, angle_version).to(device)
+            if box_policy == 'drop_outside':
+                new = new[torch.from_numpy(centres_inside(new.bboxes, geometry)).to(device)]
+        setattr(moved, name, new)
+    return moved
 
 
 @TRANSFORMS.register_module()
