@@ -27,6 +27,7 @@ import numpy as np
 from ..evaluation.functional.bootstrap import resample_counts
 from ..evaluation.keys import get_task
 from .intervals import interval_of
+from .tables import fmt_estimate
 
 __all__ = ['attack_block', 'attack_lines', 'attack_metric_keys', 'worst_of_battery',
            'plot_attack_curves', 'ATTACK_KEY_PREFIX', 'ATTACK_CURVES_PLOT']
@@ -134,16 +135,6 @@ def attack_block(rows: Sequence[Mapping[str, Any]], *, clean_value: float, metri
                 if intervals else None)
 
 
-def _number(value: Optional[float], interval: Optional[Sequence[float]] = None,
-            scale: float = 1.0, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return 'n/a'
-    text = f'{value * scale:.{digits}f}'
-    if interval:
-        text += f' [{interval[0] * scale:.{digits}f}, {interval[1] * scale:.{digits}f}]'
-    return text
-
-
 def _memory(row: Mapping[str, Any]) -> str:
     peak = row.get('peak_memory_bytes')
     if peak is None:
@@ -164,17 +155,17 @@ def attack_lines(block: Mapping[str, Any], plot: Optional[str] = None) -> List[s
     if level is not None:
         lines[-1] += (f' Brackets: {level:.0%} bootstrap intervals over the test images '
                       '(the same resamples as the clean interval; drops paired).')
-    lines += ['', f'Clean {metric}: {_number(block["clean"])}', '',
+    lines += ['', f'Clean {metric}: {fmt_estimate(block["clean"])}', '',
               f'| Attack | Type | ε | On | {metric} | Drop | Relative drop (%) | Seconds '
               '| s / image | Peak memory |', '|---|---|---:|---|---:|---:|---:|---:|---:|---:|']
     for r in block['attacks']:
         eps = r['eps'] + (' (L2)' if r['norm'] == 'l2' else '')
         lines.append(f'| {r["attack"]} | {r["type"]} | {eps} | {r["base"]} | '
-                     f'{_number(r["value"], r.get("value_ci"))} | '
-                     f'{_number(r["drop"], r.get("drop_ci"))} | '
-                     f'{_number(r["relative_drop"], r.get("relative_drop_ci"), 100.0, 1)} | '
-                     f'{_number(r.get("seconds"), digits=1)} | '
-                     f'{_number(r.get("seconds_per_image"), digits=3)} | {_memory(r)} |')
+                     f'{fmt_estimate(r["value"], r.get("value_ci"))} | '
+                     f'{fmt_estimate(r["drop"], r.get("drop_ci"))} | '
+                     f'{fmt_estimate(r["relative_drop"], r.get("relative_drop_ci"), 100.0, 1)} | '
+                     f'{fmt_estimate(r.get("seconds"), digits=1)} | '
+                     f'{fmt_estimate(r.get("seconds_per_image"), digits=3)} | {_memory(r)} |')
     if block['worst']:
         lines += ['', '### Worst of the battery', '',
                   f'| ε | On | Attacks | {metric} | Drop | Relative drop (%) | Images per '
@@ -183,9 +174,9 @@ def attack_lines(block: Mapping[str, Any], plot: Optional[str] = None) -> List[s
             eps = w['eps'] + (' (L2)' if w['norm'] == 'l2' else '')
             per = ', '.join(f'{a}: {n}' for a, n in (w.get('images_per_attack') or {}).items())
             lines.append(f'| {eps} | {w["base"]} | {", ".join(w["attacks"])} | '
-                         f'{_number(w.get("value"), w.get("value_ci"))} | '
-                         f'{_number(w.get("drop"), w.get("drop_ci"))} | '
-                         f'{_number(w.get("relative_drop"), w.get("relative_drop_ci"), 100.0, 1)}'
+                         f'{fmt_estimate(w.get("value"), w.get("value_ci"))} | '
+                         f'{fmt_estimate(w.get("drop"), w.get("drop_ci"))} | '
+                         f'{fmt_estimate(w.get("relative_drop"), w.get("relative_drop_ci"), 100.0, 1)}'
                          f' | {per or w.get("note", "")} |')
     if plot:
         lines += ['', f'![{metric} against the attack step]({plot})']

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..evaluation.functional.bootstrap import resample_counts
 from .intervals import interval_of
+from .tables import fmt_estimate
 
 __all__ = ['ShiftRow', 'shift_block', 'shift_lines', 'shift_metric_keys', 'SHIFT_KEY_PREFIX']
 
@@ -112,16 +113,6 @@ def shift_block(rows: Sequence[ShiftRow], *, id_value: float, metric: str,
                 if intervals else None)
 
 
-def _number(value: Optional[float], interval: Optional[Sequence[float]] = None,
-            scale: float = 1.0, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return 'n/a'
-    text = f'{value * scale:.{digits}f}'
-    if interval:
-        text += f' [{interval[0] * scale:.{digits}f}, {interval[1] * scale:.{digits}f}]'
-    return text
-
-
 def shift_lines(block: Mapping[str, Any]) -> List[str]:
     """The report's section on the shift sets (markdown lines)."""
     metric = block['metric']
@@ -139,17 +130,17 @@ def shift_lines(block: Mapping[str, Any]) -> List[str]:
     for s in block['sets']:
         lines.append(f'| {s["name"]} | {s["shift_type"]} | {s["condition"]} | '
                      f'{s.get("images") if s.get("images") is not None else "n/a"} | '
-                     f'{_number(s["id"])} | {_number(s["ood"], s.get("ood_ci"))} | '
-                     f'{_number(s["drop"], s.get("drop_ci"))} | '
-                     f'{_number(s["relative_drop"], s.get("relative_drop_ci"), 100.0, 1)} |')
+                     f'{fmt_estimate(s["id"])} | {fmt_estimate(s["ood"], s.get("ood_ci"))} | '
+                     f'{fmt_estimate(s["drop"], s.get("drop_ci"))} | '
+                     f'{fmt_estimate(s["relative_drop"], s.get("relative_drop_ci"), 100.0, 1)} |')
     if block['means']:
         lines += ['', 'Means over the sets as they are (no corruption on top):', '',
                   f'| Shift type | Sets | OOD {metric} | Drop | Relative drop (%) |',
                   '|---|---:|---:|---:|---:|']
         for group, mean in block['means'].items():
-            lines.append(f'| {group} | {mean["sets"]} | {_number(mean["ood"], mean.get("ood_ci"))}'
-                         f' | {_number(mean["drop"], mean.get("drop_ci"))} | '
-                         f'{_number(mean["relative_drop"], mean.get("relative_drop_ci"), 100.0, 1)}'
+            lines.append(f'| {group} | {mean["sets"]} | {fmt_estimate(mean["ood"], mean.get("ood_ci"))}'
+                         f' | {fmt_estimate(mean["drop"], mean.get("drop_ci"))} | '
+                         f'{fmt_estimate(mean["relative_drop"], mean.get("relative_drop_ci"), 100.0, 1)}'
                          ' |')
     return lines + ['']
 

@@ -20,7 +20,7 @@ from ..fileio import atomic_write_text
 from .results import RobustnessSummary, engine_to_paper_name
 
 __all__ = [
-    'MISSING', 'fmt_number', 'markdown_table', 'column_title', 'paper_header', 'PaperRow',
+    'MISSING', 'fmt_number', 'fmt_estimate', 'markdown_table', 'column_title', 'paper_header', 'PaperRow',
     'paper_table_lines', 'ComparisonTable', 'comparison_markdown', 'comparison_csv_text',
     'write_comparison'
 ]
@@ -35,6 +35,19 @@ def fmt_number(value: Optional[float], digits: int = 2, signed: bool = False) ->
     if value is None or not math.isfinite(value):
         return MISSING
     return f'{value:+.{digits}f}' if signed else f'{value:.{digits}f}'
+
+
+def fmt_estimate(value: Optional[float], interval: Optional[Sequence[float]] = None,
+                 scale: float = 1.0, digits: int = 2) -> str:
+    """``value × scale`` with ``digits`` decimals, then its interval ``[low, high]``
+    (scaled alike) when one is given; ``'n/a'`` for None, NaN and infinities (the
+    sections of shift sets and attacks)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return 'n/a'
+    text = f'{value * scale:.{digits}f}'
+    if interval:
+        text += f' [{interval[0] * scale:.{digits}f}, {interval[1] * scale:.{digits}f}]'
+    return text
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]],

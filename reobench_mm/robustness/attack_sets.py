@@ -21,12 +21,12 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import Condition
 from ..attacks.spec import ATTACK_KINDS, AttackSpec, parse_attack
 from ..errors import SweepError
-from .plan import select_corruptions, select_severities
+from .plan import ConditionOnBase, select_corruptions, select_severities
 
 __all__ = ['ATTACK_PREFIX', 'AttackCondition', 'AttackEntry', 'parse_attacks',
            'attacks_to_dict', 'attack_conditions', 'check_attack_task']
@@ -38,59 +38,21 @@ _PLACEMENT_KEYS = ('corruptions', 'severities')
 
 
 @dataclass(frozen=True, eq=False)
-class AttackCondition:
-    """One attack at one budget, on the clean or a corrupted image (``base``).
-
-    It stands beside :class:`~reobench_corruptions.condition.Condition` wherever condition
-    records are written and read: a :attr:`key`, a file :attr:`tag`, :meth:`settings`
-    (written into its record and checked when it is reused); it is never clean.
-    """
+class AttackCondition(ConditionOnBase):
+    """One attack at one budget, on the clean or a corrupted image (``base``): key
+    ``'adv/<name>_eps<ε>'`` (``'adv/<name>_eps<ε>/<corruption>@<k>'`` on a corrupted
+    image), tag ``'adv-<name>_eps<ε>'`` (``_<condition tag>`` appended); settings: the
+    attack's, then the base condition's."""
     spec: AttackSpec
     base: Condition
+    prefix: ClassVar[str] = ATTACK_PREFIX
 
     @property
-    def is_clean(self) -> bool:
-        return False
+    def label(self) -> str:
+        return self.spec.label
 
-    @property
-    def key(self) -> str:
-        """``'adv/<name>_eps<ε>'``, or ``'adv/<name>_eps<ε>/<corruption>@<k>'``."""
-        key = f'{ATTACK_PREFIX}/{self.spec.label}'
-        return key if self.base.is_clean else f'{key}/{self.base.key}'
-
-    @property
-    def tag(self) -> str:
-        """``'adv-<name>_eps<ε>'`` (``_<condition tag>`` appended on a corrupted image)."""
-        tag = f'{ATTACK_PREFIX}-{self.spec.label}'
-        return tag if self.base.is_clean else f'{tag}_{self.base.tag}'
-
-    @property
-    def seed(self) -> int:
-        return self.base.seed
-
-    @property
-    def base_key(self) -> str:
-        """The base condition's key (``'clean'``, ``'cloud@3'``)."""
-        return self.base.key
-
-    def settings(self) -> Dict[str, Any]:
-        """The attack's settings with the base condition's."""
-        return dict(**self.spec.settings(), **self.base.settings())
-
-    def _identity(self) -> tuple:
-        return (repr(sorted(self.spec.settings().items())), ) + \
-            tuple(self.base.settings().values())
-
-    def __eq__(self, other: Any) -> bool:
-        if isinstance(other, AttackCondition):
-            return self._identity() == other._identity()
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((ATTACK_PREFIX, self.spec.label, self.base.pair))
-
-    def __str__(self) -> str:
-        return self.key
+    def own_settings(self) -> Dict[str, Any]:
+        return self.spec.settings()
 
 
 @dataclass(frozen=True)

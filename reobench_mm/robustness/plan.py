@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os.path as osp
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 from reobench_corruptions import GROUPS, PROTOCOLS, get_corruption, list_corruptions
 from reobench_corruptions import resolve_corruptions as _resolve_names
@@ -25,13 +25,81 @@ from reobench_corruptions.condition import CLEAN, Condition
 from ..errors import SweepError
 
 __all__ = [
-    'SweepPlan', 'select_corruptions', 'select_severities', 'sweep_conditions', 'parse_shard',
-    'shard_conditions', 'default_sweep_work_dir', 'check_corruption_seeds',
+    'SweepPlan', 'ConditionOnBase', 'select_corruptions', 'select_severities',
+    'sweep_conditions', 'parse_shard', 'shard_conditions', 'default_sweep_work_dir', 'check_corruption_seeds',
     'MAX_CORRUPTION_SEEDS'
 ]
 
 #: The most corruption seeds a run evaluates each random corruption with.
 MAX_CORRUPTION_SEEDS = 100
+
+
+class ConditionOnBase:
+    """A condition that is something else (a shift set, an attack) evaluated on the clean
+    image or on top of a corruption condition, ``base``.
+
+    It stands beside :class:`~reobench_corruptions.condition.Condition` wherever condition
+    records are written and read: a :attr:`key` (``'<prefix>/<label>'``, with
+    ``'/<base key>'`` on a corrupted image), a file :attr:`tag` (``'<prefix>-<label>'``,
+    with ``'_<base tag>'``), :meth:`settings` (written into its record and checked when it
+    is reused); it is never clean. Subclasses (frozen dataclasses with a ``base`` field)
+    set :attr:`prefix` and give :attr:`label` and :meth:`own_settings`.
+    """
+    #: the first part of the key and tag (``'shift'``, ``'adv'``)
+    prefix: ClassVar[str] = ''
+    base: Condition
+
+    @property
+    def label(self) -> str:
+        """What is evaluated, in the key (``'vaihingen'``, ``'pgd_eps8'``)."""
+        raise NotImplementedError
+
+    def own_settings(self) -> Dict[str, Any]:
+        """The settings of what is evaluated, before the base condition's."""
+        raise NotImplementedError
+
+    @property
+    def is_clean(self) -> bool:
+        return False
+
+    @property
+    def key(self) -> str:
+        key = f'{self.prefix}/{self.label}'
+        return key if self.base.is_clean else f'{key}/{self.base.key}'
+
+    @property
+    def tag(self) -> str:
+        """The ``-`` keeps it apart from every corruption tag."""
+        tag = f'{self.prefix}-{self.label}'
+        return tag if self.base.is_clean else f'{tag}_{self.base.tag}'
+
+    @property
+    def seed(self) -> int:
+        return self.base.seed
+
+    @property
+    def base_key(self) -> str:
+        """The base condition's key (``'clean'``, ``'cloud@3'``)."""
+        return self.base.key
+
+    def settings(self) -> Dict[str, Any]:
+        """The own settings, then the base condition's."""
+        return dict(**self.own_settings(), **self.base.settings())
+
+    def _identity(self) -> tuple:
+        return (repr(sorted(self.own_settings().items())), ) + \
+            tuple(self.base.settings().values())
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, type(self)):
+            return self._identity() == other._identity()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.prefix, self.label, self.base.pair))
+
+    def __str__(self) -> str:
+        return self.key
 
 
 def select_corruptions(names: Optional[Sequence[str]], protocol: str = 'reobench') -> List[str]:

@@ -23,12 +23,12 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import Condition
 from ..datasets.shift_types import SHIFT_TYPES
 from ..errors import SweepError
-from .plan import select_corruptions, select_severities
+from .plan import ConditionOnBase, select_corruptions, select_severities
 
 __all__ = ['ShiftSet', 'ShiftCondition', 'parse_shifts', 'shifts_to_dict', 'SHIFT_PREFIX',
            'shift_conditions']
@@ -40,57 +40,23 @@ _ENTRY_KEYS = ('shift_type', 'dataset', 'corruptions', 'severities')
 
 
 @dataclass(frozen=True, eq=False)
-class ShiftCondition:
+class ShiftCondition(ConditionOnBase):
     """One evaluation on a shift set: the set under ``base`` (clean, or a corruption at a
-    severity, with the run's seed, protocol and border).
-
-    It stands beside :class:`~reobench_corruptions.condition.Condition` wherever the
-    condition records are written and read: it has a :attr:`key`, a file :attr:`tag`,
-    :meth:`settings` (written into its record and checked when it is reused) and is
-    never clean.
-    """
+    severity, with the run's seed, protocol and border): key ``'shift/<name>'``
+    (``'shift/<name>/<corruption>@<k>'``), tag ``'shift-<name>'``
+    (``shift-vaihingen_cloud_s3``); settings: the set's name and shift type, then the base
+    condition's."""
     shift: str
     shift_type: str
     base: Condition
+    prefix: ClassVar[str] = SHIFT_PREFIX
 
     @property
-    def is_clean(self) -> bool:
-        return False
+    def label(self) -> str:
+        return self.shift
 
-    @property
-    def key(self) -> str:
-        """``'shift/<name>'``, or ``'shift/<name>/<corruption>@<k>'``."""
-        key = f'{SHIFT_PREFIX}/{self.shift}'
-        return key if self.base.is_clean else f'{key}/{self.base.key}'
-
-    @property
-    def tag(self) -> str:
-        """``'shift-<name>'``, or ``'shift-<name>_<condition tag>'`` (``shift-vaihingen_
-        cloud_s3``); the ``-`` keeps it apart from every corruption tag."""
-        tag = f'{SHIFT_PREFIX}-{self.shift}'
-        return tag if self.base.is_clean else f'{tag}_{self.base.tag}'
-
-    @property
-    def seed(self) -> int:
-        return self.base.seed
-
-    def settings(self) -> Dict[str, Any]:
-        """The base condition's settings with the set's name and shift type."""
-        return dict(shift=self.shift, shift_type=self.shift_type, **self.base.settings())
-
-    def _identity(self) -> tuple:
-        return (self.shift, self.shift_type) + tuple(self.base.settings().values())
-
-    def __eq__(self, other: Any) -> bool:
-        if isinstance(other, ShiftCondition):
-            return self._identity() == other._identity()
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((SHIFT_PREFIX, self.shift, self.base.pair))
-
-    def __str__(self) -> str:
-        return self.key
+    def own_settings(self) -> Dict[str, Any]:
+        return dict(shift=self.shift, shift_type=self.shift_type)
 
 
 @dataclass(frozen=True)
