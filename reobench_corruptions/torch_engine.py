@@ -22,16 +22,17 @@ engine (:data:`PARITY`):
   the sample's numpy generator: the same distribution as the numpy engine, other draws.
   ``gaussian_noise``, ``salt_pepper_noise``, ``poisson_gaussian_noise``. Their draws are
   reproducible for a given device type (CPU and CUDA generators differ).
-
 - ``exact`` too, the geometric corruptions ``rotate``, ``scale`` and ``translate``
   (:func:`corrupt_geometric_torch`, which also returns each sample's
   :class:`~reobench_corruptions.geometric.GeometricTransform`; label maps move with
   :func:`warp_label_map_torch`): OpenCV's fixed-point sampling reproduced
   (:mod:`~reobench_corruptions.torch_geometric`), the same bits as the numpy engine for
   ``uint8`` images and for label maps.
-
-Not covered: ``compression_artifacts`` (the JPEG codec runs on the CPU: apply it in the
-data pipeline, i.e. on the CPU dataloader workers).
+- ``exact``, ``compression_artifacts``: torchvision's JPEG codec (libjpeg, the same
+  encoder settings and decoder as OpenCV's: the same bits) on the CPU, the image's bytes
+  copied there and back; ``jpeg_codec='device'`` uses nvJPEG on CUDA tensors instead
+  (another codec: its parity is measured, not assumed). torchvision is imported only
+  when JPEG is used.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ import torch
 from . import torch_kernels as kernels
 from .appearance import (CLOUD_BRIGHTNESS, CLOUD_CELL_PIXELS, CLOUD_CORE_DEPTH,
                          SHADOW_DARKENING, SHADOW_OFFSET_FRACTION, check_bands,
-                         reobench_motion_kernel)
+                         check_channel_order, reobench_motion_kernel)
 from .api import check_arguments
 from .base import (FLOAT32_SCALES, full_scale, get_corruption,
                    list_corruptions, make_rng, sample_key)
@@ -299,6 +300,19 @@ def _poisson_gaussian_noise(batch: _Batch, eta_and_sigma, options: dict) -> torc
     return x
 
 
+def _compression_artifacts(batch: _Batch, quality: int, options: dict) -> torch.Tensor:
+    # uint8: the codec on the bytes themselves; other dtypes quantised to 256 levels first
+    # and returned as float32 in [0, 1], as the numpy engine does
+    order, codec = options.get('channel_order', 'rgb'), options['jpeg_codec']
+    if batch.images.dtype == torch.uint8:
+        return torch.stack([kernels.jpeg_round_trip(image, int(quality), order, codec)
+                            for image in batch.images])
+    quantised = torch.round(batch.working().clamp(0.0, 1.0) * 255.0).to(torch.uint8)
+    decoded = torch.stack([kernels.jpeg_round_trip(image, int(quality), order, codec)
+                           for image in quantised])
+    return decoded.to(torch.float32) / 255.0
+
+
 _EXACT, _STATISTICAL = 'exact', 'statistical'
 
 #: (protocol, name) -> (parity with the numpy engine, implementation).
@@ -311,6 +325,7 @@ _IMPLEMENTATIONS: Dict[Tuple[str, str], Tuple[str, Callable]] = {
     ('reobench', 'brightness_contrast'): (_EXACT, _brightness_contrast),
     ('reobench', 'cloud'): (_EXACT, _cloud),
     ('reobench', 'haze'): (_EXACT, _haze),
+    ('reobench', 'compression_artifacts'): (_EXACT, _compression_artifacts),
     ('geofm_calibration', 'cloud_shadow'): (_EXACT, _cloud_shadow),
     ('geofm_calibration', 'poisson_gaussian_noise'): (_STATISTICAL, _poisson_gaussian_noise),
     ('geofm_calibration', 'motion_blur'): (_EXACT, _wide_motion_blur),
@@ -332,7 +347,7 @@ def torch_corruptions(protocol: str = 'reobench') -> List[str]:
         protocol: ``'reobench'`` or ``'geofm_calibration'``.
 
     Returns:
-        The covered names (all but ``compression_artifacts``; the geometric ones, which
+        The covered names: every corruption of the protocol (the geometric ones, which
         move labels, through :func:`corrupt_geometric_torch`).
     """
     return [name for name in list_corruptions(protocol) if (protocol, name) in PARITY]
@@ -340,16 +355,9 @@ def torch_corruptions(protocol: str = 'reobench') -> List[str]:
 
 def _refuse_uncovered(name: str, protocol: str) -> None:
     get_corruption(name, protocol)  # KeyError for unknown names, listing valid ones
-    if (protocol, name) in PARITY:
-        return
-    covered = torch_corruptions(protocol)
-    if name == 'compression_artifacts':
-        raise NotImplementedError(
-            'compression_artifacts (JPEG) has no torch implementation: the JPEG codec runs '
-            'on the CPU; apply it with reobench_corruptions.corrupt in the data pipeline '
-            f'(CPU workers). corrupt_torch covers ({protocol}): {covered}')
-    raise NotImplementedError(f'{name} has no torch implementation; corrupt_torch covers '
-                              f'({protocol}): {covered}')
+    if (protocol, name) not in PARITY:
+        raise NotImplementedError(f'{name} has no torch implementation; corrupt_torch '
+                                  f'covers ({protocol}): {torch_corruptions(protocol)}')
 
 
 def _check_images(images, max_value: Optional[float]) -> float:
@@ -413,7 +421,7 @@ def _check_keys(keys, batch_size: int, spec, severity: int) -> List[Optional[Key
 def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
                   keys: Optional[Sequence[Key]] = None, seed: int = 0,
                   protocol: str = 'reobench', max_value: Optional[float] = None,
-                  **options) -> torch.Tensor:
+                  jpeg_codec: str = 'cpu', **options) -> torch.Tensor:
     """Apply corruption ``name`` at ``severity`` to a batch of images on its device.
 
     The torch counterpart of :func:`reobench_corruptions.corrupt`, image by image:
@@ -437,20 +445,29 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
         protocol: ``'reobench'`` or ``'geofm_calibration'``.
         max_value: the full scale: ``uint8`` 255 (None or 255); ``uint16`` default
             65535 (a whole number, e.g. 4095 for 12-bit data); floats default 1.0.
-        **options: the corruption's own options (``bands`` for ``cloud_shadow``);
-            anything else is an error.
+        jpeg_codec: where ``compression_artifacts`` runs its codec
+            (:data:`~reobench_corruptions.torch_kernels.JPEG_CODECS`):
+            ``'cpu'`` (libjpeg, the numpy engine's bits; the image's bytes go to the CPU
+            and back) or ``'device'`` (nvJPEG on CUDA tensors; its parity with libjpeg
+            is measured by ``benchmarks/gpu_device_check.py``, not assumed).
+        **options: the corruption's own options (``bands`` for ``cloud_shadow``,
+            ``channel_order`` for ``compression_artifacts``, ``border`` for the
+            geometric ones, ``canvas`` for ``scale``); anything else is an error.
 
     Returns:
         A new tensor of the input's shape, dtype and device.
 
     Raises:
         KeyError: an unknown corruption name (the message lists the valid ones).
-        NotImplementedError: ``compression_artifacts``.
         TypeError: not a tensor, an unsupported dtype, an unknown option, bad keys.
-        ValueError: a bad shape, severity, seed, protocol or ``max_value``; values out
-            of range; a number of keys other than ``B``; missing keys.
+        ValueError: a bad shape, severity, seed, protocol, ``max_value`` or
+            ``jpeg_codec``; values out of range; a number of keys other than ``B``;
+            missing keys; ``jpeg_codec='device'`` for images not on a CUDA device.
     """
     _refuse_uncovered(name, protocol)
+    if jpeg_codec not in kernels.JPEG_CODECS:
+        raise ValueError(f'jpeg_codec must be one of {kernels.JPEG_CODECS}, got '
+                         f'{jpeg_codec!r}')
     if get_corruption(name, protocol).moves_labels:
         return corrupt_geometric_torch(images, name, severity, keys=keys, seed=seed,
                                        protocol=protocol, max_value=max_value, **options)[0]
@@ -458,6 +475,13 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
     scale = _check_images(images, max_value)
     if options.get('bands') is not None:
         check_bands(options['bands'], images.shape[1])
+    if options.get('channel_order') is not None:
+        check_channel_order(options['channel_order'])
+    if name == 'compression_artifacts':
+        if jpeg_codec == 'device' and images.device.type != 'cuda':
+            raise ValueError("jpeg_codec='device' runs nvJPEG on CUDA tensors; the images "
+                             f"are on {images.device}: use jpeg_codec='cpu'")
+        options = dict(options, jpeg_codec=jpeg_codec)
     keys = _check_keys(keys, images.shape[0], spec, severity)
     if severity == 0:
         return images.clone()

@@ -20,7 +20,8 @@ import torch
 from .noise import _fade, _lattice
 
 __all__ = ['BORDER_REFLECT', 'BORDER_REFLECT_101', 'border_indices', 'filter_rows',
-           'filter_columns', 'shift_rows', 'gaussian_blur', 'gaussian_taps', 'fractal_perlin_torch', 'quantile_linear']
+           'filter_columns', 'shift_rows', 'gaussian_blur', 'gaussian_taps',
+           'fractal_perlin_torch', 'quantile_linear', 'jpeg_round_trip', 'JPEG_CODECS']
 
 BORDER_REFLECT = 'reflect'  # OpenCV BORDER_REFLECT: fedcba|abcdefgh|hgfedcb
 BORDER_REFLECT_101 = 'reflect_101'  # OpenCV BORDER_REFLECT_101 (default): gfedcb|abcdefgh|gfedcba
@@ -195,3 +196,34 @@ def quantile_linear(values: torch.Tensor, q: float) -> float:
     if gamma >= 0.5:
         return float(np.float32(high - diff * np.float32(1 - gamma)))
     return float(np.float32(low + diff * np.float32(gamma)))
+
+
+#: Where ``compression_artifacts`` runs the JPEG codec: ``'cpu'`` (libjpeg through
+#: torchvision, the image's bytes copied to the CPU and back: the numpy engine's bits) or
+#: ``'device'`` (torchvision's nvJPEG codec on CUDA tensors, without the copies).
+JPEG_CODECS = ('cpu', 'device')
+
+
+def jpeg_round_trip(image: torch.Tensor, quality: int, channel_order: str, codec: str
+                ) -> torch.Tensor:
+    """JPEG round trip of a ``C×H×W`` uint8 image at ``quality``, three bands at a time as
+    colour JPEGs (4:2:0; ``channel_order`` 'rgb' or 'bgr'), the rest one band at a time as
+    greyscale JPEGs, as :func:`reobench_corruptions.appearance.jpeg_round_trip`, with
+    torchvision's codec on the CPU (``codec='cpu'``) or nvJPEG on the image's CUDA
+    device (``'device'``)."""
+    from torchvision.io import decode_jpeg, encode_jpeg
+    out = torch.empty_like(image)
+    start, bands = 0, image.shape[0]
+    while start < bands:
+        stop = start + 3 if bands - start >= 3 else start + 1
+        chunk = image[start:stop]
+        swap = stop - start == 3 and channel_order == 'bgr'  # the codec wants RGB
+        chunk = chunk.flip(0) if swap else chunk
+        if codec == 'cpu':
+            decoded = decode_jpeg(encode_jpeg(chunk.cpu().contiguous(), quality=quality))
+        else:
+            decoded = decode_jpeg(encode_jpeg(chunk.contiguous(), quality=quality),
+                                  device=image.device)
+        out[start:stop] = (decoded.flip(0) if swap else decoded).to(image.device)
+        start = stop
+    return out

@@ -21,6 +21,9 @@ def _arguments(script, demo_data, tmp_path):
                              'cloud', '--severities', '1', '--repeats', '1',
                              '--train-iters', '1', '--fan-out', '2'],
         'torch_corruption_speed.py': ['--repeats', '1', '--size', '64', '--batch', '2'],
+        'gpu_device_check.py': ['--device', 'cpu', '--sizes', '48', '--batch', '2',
+                                '--repeats', '1', '--numpy-images', '1', '--out',
+                                str(tmp_path / 'figures.json')],
         'bootstrap_intervals.py': ['--smallest'],
         'image_stats_overhead.py': ['--data-root', osp.join(demo_data, 'potsdam'),
                                     '--corruptions', 'cloud', '--severities', '1',
@@ -37,7 +40,8 @@ def _arguments(script, demo_data, tmp_path):
 
 def test_every_benchmark_is_covered():
     assert SCRIPTS == ['attack_step_cost.py', 'bootstrap_intervals.py', 'corruption_speed.py',
-                       'fan_out_speed.py', 'image_stats_overhead.py', 'import_time.py',
+                       'fan_out_speed.py', 'gpu_device_check.py', 'image_stats_overhead.py',
+                       'import_time.py',
                        'large_image_memory.py', 'sweep_overhead.py',
                        'torch_corruption_speed.py']
 

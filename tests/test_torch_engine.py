@@ -130,6 +130,21 @@ def test_exact_parity_on_real_samples(real_samples, protocol, name, case):
           f'{min(r[3] for r in report):.6f}')
 
 
+@pytest.mark.parametrize('order', ['rgb', 'bgr'])
+def test_jpeg_is_the_numpy_engines_bits(real_samples, order):
+    """torchvision's libjpeg codec on the CPU and OpenCV's give the same bytes back, for
+    colour and greyscale chunks (1, 3, 4 bands) and either channel order."""
+    keys = ['potsdam', 'dior', 'dota']
+    for bands in (1, 3, 4):
+        images, _ = _images(real_samples, bands, 'uint8')
+        for severity in (1, 5):
+            expected = _numpy_engine(images, 'compression_artifacts', severity, 'reobench',
+                                     keys, None, channel_order=order)
+            got = corrupt_torch(_to_torch(images), 'compression_artifacts', severity,
+                                channel_order=order)
+            np.testing.assert_array_equal(_from_torch(got), expected)
+
+
 def test_cloud_shadow_bands_option_matches(real_samples):
     images, max_value = _images(real_samples, 4, 'uint16-12bit')
     keys = [0, 1, 2]
@@ -287,8 +302,12 @@ def test_other_key_or_seed_other_draws(protocol, name):
 
 def test_refusals_name_what_is_wrong_and_what_is_valid():
     images = _synthetic(batch=2)
-    with pytest.raises(NotImplementedError, match=r'JPEG.*CPU.*covers'):
-        corrupt_torch(images, 'compression_artifacts', 3, keys=[0, 1])
+    with pytest.raises(ValueError, match=r"jpeg_codec must be one of \('cpu', 'device'\)"):
+        corrupt_torch(images, 'compression_artifacts', 3, jpeg_codec='gpu')
+    with pytest.raises(ValueError, match=r"nvJPEG on CUDA tensors.*jpeg_codec='cpu'"):
+        corrupt_torch(images, 'compression_artifacts', 3, jpeg_codec='device')
+    with pytest.raises(ValueError, match=r"channel_order must be 'rgb' or 'bgr'"):
+        corrupt_torch(images, 'compression_artifacts', 3, channel_order='rbg')
     with pytest.raises(KeyError, match=r'valid'):
         corrupt_torch(images, 'fog', 3, keys=[0, 1])
     for severity in (6, -1, 2.5, '3', True):
@@ -336,7 +355,8 @@ def test_dtypes_are_documented():
     covered = set(torch_corruptions('reobench')) | set(torch_corruptions('geofm_calibration'))
     assert covered == {'gaussian_noise', 'salt_pepper_noise', 'gaussian_blur', 'motion_blur',
                        'brightness_contrast', 'haze', 'cloud', 'data_gaps', 'cloud_shadow',
-                       'poisson_gaussian_noise', 'rotate', 'scale', 'translate'}
+                       'poisson_gaussian_noise', 'rotate', 'scale', 'translate',
+                       'compression_artifacts'}
 
 
 # ------------------------------------------------------------------- building blocks

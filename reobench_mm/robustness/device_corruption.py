@@ -36,6 +36,11 @@ __all__ = ['CORRUPTION_DEVICES', 'DeviceCorruption']
 #: Where the corruptions are applied.
 CORRUPTION_DEVICES = ('pipeline', 'model')
 
+#: Corruptions that stay in the pipeline with ``corruption_device='model'``: the JPEG
+#: codec runs on the CPU either way (libjpeg; nvJPEG is another codec), and the
+#: dataloader workers run it in parallel, where the test step would run it in series.
+KEPT_IN_PIPELINE = ('compression_artifacts', )
+
 
 class DeviceCorruption:
     """The covered conditions, corrupted in the test step on the model's device.
@@ -64,7 +69,7 @@ class DeviceCorruption:
             return False
         protocol = condition.protocol
         if protocol not in self._covered:
-            self._covered[protocol] = set(self._names(protocol))
+            self._covered[protocol] = set(self._names(protocol)) - set(KEPT_IN_PIPELINE)
         return condition.corruption in self._covered[protocol]
 
     def pipeline_condition(self, condition: Any) -> Any:
