@@ -274,17 +274,23 @@ def _image_input(image: Union[str, os.PathLike, np.ndarray],
             raise ValueError(f'key must be a non-empty string or an integer, got {key!r}')
         _check_array(image, 'the image')
         return dict(img=image, sample_idx=key, img_id=key), '<array>', key
-    if not isinstance(image, (str, os.PathLike)):
-        raise TypeError(f'image must be a file path or a numpy array, got '
-                        f'{type(image).__name__}')
-    path = os.fspath(image)
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'image {path!r} does not exist')
+    path = _existing_file(image, 'image', 'a file path or a numpy array')
     name = osp.basename(path)
     if key is not None and key != name:
         raise ValueError(f'key={key!r} given with the image file {path!r}: a file\'s draws are '
                          f'keyed by its file name ({name!r}); give key only with an array')
     return dict(img_path=path, img_id=osp.splitext(name)[0], sample_idx=name), path, name
+
+
+def _existing_file(value: Any, what: str, valid: str) -> str:
+    """``value`` as the path of an existing file; a TypeError naming what is ``valid``
+    for anything but a path, a FileNotFoundError for a missing file."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f'{what} must be {valid}, got {type(value).__name__}')
+    path = os.fspath(value)
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'{what} {path!r} does not exist')
+    return path
 
 
 def _label_input(label: Union[str, os.PathLike, np.ndarray], task: str, cfg: Config,
@@ -300,12 +306,7 @@ def _label_input(label: Union[str, os.PathLike, np.ndarray], task: str, cfg: Con
                              f'{label.shape} and dtype {label.dtype}')
         results.update(gt_seg_map=label.copy(), seg_fields=[])
         return False
-    if not isinstance(label, (str, os.PathLike)):
-        raise TypeError(f'label must be a label-map file path or an H×W array, got '
-                        f'{type(label).__name__}')
-    path = os.fspath(label)
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'label {path!r} does not exist')
+    path = _existing_file(label, 'label', 'a label-map file path or an H×W array')
     dataset = _test_dataset(cfg)  # the label conversions of the test set
     results.update(seg_map_path=path, seg_fields=[],
                    reduce_zero_label=getattr(dataset, 'reduce_zero_label', False),
