@@ -3,7 +3,7 @@ demo segmentation model.
 
     python benchmarks/fan_out_speed.py [--checkpoint PATH] [--data-root DIR]
         [--corruptions NAME ...] [--severities K ...] [--repeats 3] [--train-iters 5]
-        [--workers 0] [--fan-out 61]
+        [--workers 0] [--fan-out 61] [--fan-out-batch M]
 
 In one run it times, with the same checkpoint and test images:
 
@@ -12,9 +12,12 @@ In one run it times, with the same checkpoint and test images:
 - the complete sweep over N conditions (clean + corruptions × severities) condition by
   condition, and the same sweep with ``fan_out`` (``--fan-out`` conditions per pass,
   default all); the two alternate ``--repeats`` times and the medians are compared;
+- with ``--fan-out-batch M`` (> 1) also the fan-out sweep with M conditions' batches
+  joined in each forward;
 
-and prints both walls, their ratio, and each against N clean evaluations. It also checks
-that both sweeps wrote the same numbers for every condition.
+and prints the walls, their ratios, and each against N clean evaluations. It also checks
+that the fan-out sweep wrote the same numbers for every condition, and prints the
+largest difference of the joined sweep's numbers (float rounding of batched kernels).
 """
 import json
 import os.path as osp
@@ -44,6 +47,9 @@ def main():
     parser.add_argument('--workers', type=int, default=0, help='test dataloader workers')
     parser.add_argument('--fan-out', type=int, default=61,
                         help='conditions per pass of the fan-out sweep')
+    parser.add_argument('--fan-out-batch', type=int, default=1,
+                        help='also time the fan-out sweep with this many conditions per '
+                        'forward (1: not)')
     args = parser.parse_args()
     from reobench_corruptions.condition import CLEAN
     from reobench_mm.robustness.sweep import RobustnessSweep
@@ -60,10 +66,14 @@ def main():
         baseline = make_sweep('baseline', decode_cache_bytes=0)
         baseline.build()
         clean = [baseline.evaluate(CLEAN)[1] for _ in range(args.repeats)]
-        walls = {'per condition': [], 'fan-out': []}
+        variants = [('per condition', {}), ('fan-out', {'fan_out': args.fan_out})]
+        if args.fan_out_batch > 1:
+            variants.append(('fan-out joined', {'fan_out': args.fan_out,
+                                                'fan_out_batch': args.fan_out_batch}))
+        walls = {name: [] for name, _ in variants}
         count = 0
         for repeat in range(args.repeats):
-            for name, extra in (('per condition', {}), ('fan-out', {'fan_out': args.fan_out})):
+            for name, extra in variants:
                 folder = osp.join(tmp, name.replace(' ', '_'))
                 shutil.rmtree(folder, ignore_errors=True)
                 sweep = make_sweep(osp.basename(folder), **extra)
@@ -84,6 +94,15 @@ def main():
                   f'{wall / (count * clean_s):.3f}')
         print(f'fan-out / per condition = {medians["fan-out"] / medians["per condition"]:.3f}')
         print(f'the same numbers in every condition record: {"yes" if same else "NO"}')
+        if args.fan_out_batch > 1:
+            print(f'fan-out joined ({args.fan_out_batch} conditions per forward) / per '
+                  f'condition = {medians["fan-out joined"] / medians["per condition"]:.3f}; '
+                  f'/ fan-out = {medians["fan-out joined"] / medians["fan-out"]:.3f}')
+            one = _records(osp.join(tmp, 'per_condition'))
+            joined = _records(osp.join(tmp, 'fan-out_joined'))
+            largest = max(abs(one[c][k] - joined[c][k]) for c in one for k in one[c])
+            print(f'joined: largest difference of a metric from the per-condition sweep '
+                  f'{largest:.3g}')
         return 0 if same else 1
 
 

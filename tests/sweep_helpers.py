@@ -70,3 +70,35 @@ def robustness_cfg(config, data_root, work_dir, checkpoint, batch_size=1, worker
     cfg.load_from = checkpoint
     cfg.test_cfg = dict(type='RobustnessTestLoop', **dict(dict(plots=False), **test_cfg))
     return cfg
+
+
+def assert_same_up_to_batching(records: dict, work_dir: str, other: dict, other_dir: str
+                               ) -> None:
+    """Two runs that differ in how the images were batched (test batch size, conditions
+    joined in one forward) give the same records: the same task metrics and integer
+    per-image statistics; the calibration metrics, which read the logits, and the
+    detection scores equal to float32 rounding (the last bits of a convolution depend on
+    the batch's summation order)."""
+    import numpy as np
+    import pytest
+    from reobench_mm.evaluation.functional.condition_stats import read_stats_file
+    assert sorted(records) == sorted(other)
+    for key in records:
+        one, two = records[key]['metrics'], other[key]['metrics']
+        assert sorted(one) == sorted(two)
+        assert {k: v for k, v in one.items() if not k.startswith('calib')} == \
+            {k: v for k, v in two.items() if not k.startswith('calib')}, key
+        for name in (k for k in one if k.startswith('calib')):
+            # (rank metrics such as eAURC sort the confidences: rounding can swap
+            # near-ties of an untrained model's confidences)
+            assert two[name] == pytest.approx(one[name], rel=1e-5, abs=1e-9), \
+                (key, name, one[name], two[name])
+        task = [read_stats_file(osp.join(folder, 'conditions', runs[key]['images']['file'])).task
+                for folder, runs in ((work_dir, records), (other_dir, other))]
+        arrays = [t.to_arrays() for t in task]
+        assert arrays[0].keys() == arrays[1].keys()
+        for name, array in arrays[0].items():
+            if array.dtype.kind == 'f':  # detection scores: the same to float32 rounding
+                assert np.allclose(array, arrays[1][name], rtol=1e-5, atol=1e-7), (key, name)
+            else:
+                assert (array == arrays[1][name]).all(), (key, name)

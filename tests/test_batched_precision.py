@@ -5,16 +5,15 @@ import glob
 import json
 import os.path as osp
 
-import numpy as np
 import pytest
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401
 from reobench_mm.errors import FingerprintMismatchError, SweepError
-from reobench_mm.evaluation.functional.condition_stats import read_stats_file
 
 from conftest import DET_DEMO_CONFIG, SEG_DEMO_CONFIG, train_checkpoint
-from sweep_helpers import condition_records, robustness_cfg, untrained_checkpoint
+from sweep_helpers import (assert_same_up_to_batching, condition_records, robustness_cfg,
+                           untrained_checkpoint)
 
 
 def _run(config, data_root, work_dir, checkpoint, batch_size=1, fp16=False, **options):
@@ -33,25 +32,7 @@ def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, tmp_path, con
                  calibration=folder == 'potsdam')
             for b in (1, 4)]
     assert sorted(runs[0]) == ['clean', 'haze@3', 'rotate@3']
-    for key in runs[0]:
-        one, four = runs[0][key]['metrics'], runs[1][key]['metrics']
-        assert sorted(one) == sorted(four)
-        # the task metrics are the same numbers; the calibration metrics read the logits,
-        # whose last bits depend on the batch (the convolutions' summation order)
-        assert {k: v for k, v in one.items() if not k.startswith('calib')} == \
-            {k: v for k, v in four.items() if not k.startswith('calib')}, key
-        for name in (k for k in one if k.startswith('calib')):
-            assert four[name] == pytest.approx(one[name], rel=1e-6, abs=1e-9), (key, name)
-        task = [read_stats_file(osp.join(str(tmp_path / f'b{b}'), 'conditions',
-                                         runs[i][key]['images']['file'])).task
-                for i, b in enumerate((1, 4))]
-        assert task[0].to_arrays().keys() == task[1].to_arrays().keys()
-        for name, array in task[0].to_arrays().items():
-            other = task[1].to_arrays()[name]
-            if array.dtype.kind == 'f':  # detection scores: the same to float32 rounding
-                assert np.allclose(array, other, rtol=1e-5, atol=1e-7), (key, name)
-            else:
-                assert (array == other).all(), (key, name)
+    assert_same_up_to_batching(runs[0], str(tmp_path / 'b1'), runs[1], str(tmp_path / 'b4'))
 
 
 @pytest.fixture(scope='module')

@@ -15,7 +15,8 @@ from reobench_mm.robustness import fan_out as fan_out_module
 
 from conftest import DET_DEMO_CONFIG, SEG_DEMO_CONFIG, load_tool
 from reobench_cli import run_tool
-from sweep_helpers import condition_records, robustness_cfg, untrained_checkpoint
+from sweep_helpers import (assert_same_up_to_batching, condition_records, robustness_cfg,
+                           untrained_checkpoint)
 
 CORRUPTIONS = ['haze', 'rotate', 'gaussian_noise', 'cloud']
 
@@ -67,6 +68,33 @@ def test_fan_out_for_rotated_detection(demo_data, tmp_path):
         _comparable(condition_records(str(tmp_path / 'fan')))
 
 
+@pytest.mark.parametrize('config, folder', [(SEG_DEMO_CONFIG, 'potsdam'),
+                                            (DET_DEMO_CONFIG, 'dior')])
+def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, folder):
+    """``fan_out_batch=3``: three conditions' batches in one forward (9 conditions: three
+    forwards per batch of images) give the per-condition records up to the float rounding
+    of batched kernels."""
+    checkpoint = untrained_checkpoint(config, str(tmp_path / 'model.pth'))
+    root, seg = osp.join(demo_data, folder), folder == 'potsdam'
+    forwards = []
+    _run(config, root, str(tmp_path / 'one'), checkpoint, calibration=seg)
+    runner_cfg = robustness_cfg(config, root, str(tmp_path / 'joined'), checkpoint,
+                                corruptions=CORRUPTIONS, severities=[1, 3], bootstrap=50,
+                                calibration=seg, fan_out=9, fan_out_batch=3)
+    runner = Runner.from_cfg(runner_cfg)
+    runner.test_loop  # built: count the forwards and their sizes
+    real = runner.test_loop._forward
+    runner.test_loop._forward = lambda batch: forwards.append(len(batch['inputs'])) or \
+        real(batch)
+    runner.test()
+    images = len(runner.test_loop.dataloader.dataset)
+    assert sorted(forwards, reverse=True)[:3 * images] == [3] * (3 * images)
+    assert_same_up_to_batching(condition_records(str(tmp_path / 'one')),
+                               str(tmp_path / 'one'),
+                               condition_records(str(tmp_path / 'joined')),
+                               str(tmp_path / 'joined'))
+
+
 def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, seg_checkpoint, tmp_path,
                                                          monkeypatch):
     root = osp.join(demo_data, 'potsdam')
@@ -98,12 +126,18 @@ def test_the_option_is_checked_and_the_sweep_tool_takes_it(demo_data, seg_checkp
     with pytest.raises(SweepError, match='fan_out must be a number of conditions'):
         _run(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'bad'),
              seg_checkpoint, fan_out=-1)
+    with pytest.raises(SweepError, match='fan_out_batch must be a number of conditions'):
+        _run(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'bad'),
+             seg_checkpoint, fan_out=4, fan_out_batch=0)
+    with pytest.raises(SweepError, match='set fan_out to 2 or more too'):
+        _run(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'bad'),
+             seg_checkpoint, fan_out_batch=2)
     tool = load_tool('robustness_test.py')
     common = ['--corruptions', 'haze', '--severities', '1', '2', '--no-plots',
               '--cfg-options', f'test_dataloader.dataset.data_root='
               f'{osp.join(demo_data, "potsdam")}', 'test_dataloader.num_workers=0',
               'log_level=WARNING']
-    for name, extra in (('one', []), ('fan', ['--fan-out', '3'])):
+    for name, extra in (('one', []), ('fan', ['--fan-out', '3', '--fan-out-batch', '2'])):
         assert run_tool(tool.main, [SEG_DEMO_CONFIG, seg_checkpoint, '--work-dir',
                                     str(tmp_path / name), *extra, *common]) == 0
     assert _comparable(condition_records(str(tmp_path / 'one'))) == \

@@ -18,6 +18,10 @@ the model. With ``fan_out=N`` the conditions left to evaluate are taken ``N`` at
   **that condition's own copy of the evaluator** (the test-iteration hooks run around it
   as around any batch), so the model sees exactly the batches it sees condition by
   condition and the numbers are the same, bit for bit;
+- with ``fan_out_batch=M`` the batches of M conditions are joined into one ``test_step``
+  (the hooks still run around each condition's batch, each condition's outputs go to its
+  evaluator): fewer, larger forwards, the numbers the same up to the float rounding of
+  batched kernels;
 - at the end of the pass each condition's evaluator is evaluated and its record written
   (metrics, calibration details, per-image statistics), as in the per-condition loop.
 
@@ -37,13 +41,15 @@ import copy
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from reobench_corruptions.condition import Condition
 from ..fileio import plain_float
 from .switching import quiet_metric_tables
 
-__all__ = ['FanOutDataset', 'fan_out_groups', 'fan_out_loader', 'run_pass', 'FanOut']
+__all__ = ['FanOutDataset', 'fan_out_groups', 'fan_out_loader', 'run_pass', 'join_batches',
+           'FanOut']
 
 
 class FanOutDataset(Dataset):
@@ -100,38 +106,62 @@ def fan_out_loader(dataloader: DataLoader, dataset: FanOutDataset) -> DataLoader
                       **({'prefetch_factor': dataloader.prefetch_factor} if workers else {}))
 
 
+#: One condition's share of a fan-out batch: the condition, its batch, its evaluator.
+Item = Tuple[Condition, Any, Any]
+
+
 def run_pass(conditions: Sequence[Condition], dataloader: DataLoader, steps: Sequence[Any],
-             evaluator: Any, run_batch: Callable[[int, Any, Condition, Any], None],
+             evaluator: Any, run_items: Callable[[int, List[Item]], None],
              finish: Callable[[Condition, Any], Dict[str, float]],
-             pipeline_conditions: Optional[Sequence[Condition]] = None
-             ) -> Dict[Condition, Tuple[Dict[str, float], Any, float]]:
+             pipeline_conditions: Optional[Sequence[Condition]] = None,
+             joined: int = 1) -> Dict[Condition, Tuple[Dict[str, float], Any, float]]:
     """Evaluate ``conditions`` in one pass over ``dataloader``'s images:
     ``{condition: (metrics, its evaluator, seconds)}``.
 
-    ``run_batch(idx, batch, condition, evaluator)`` predicts and processes one
-    condition's batch with that condition's copy of ``evaluator`` (copied before the pass,
-    holding no results); ``finish(condition, evaluator)`` evaluates it;
-    ``pipeline_conditions`` are what the pipeline applies for each (default: the
-    conditions; clean where the model's device corrupts). The seconds of the pass are
-    shared equally among its conditions.
+    ``run_items(idx, items)`` predicts and processes the batches of ``joined`` conditions
+    (``(condition, batch, evaluator)``, in order), each with that condition's copy of
+    ``evaluator`` (copied before the pass, holding no results); ``finish(condition,
+    evaluator)`` evaluates it; ``pipeline_conditions`` are what the pipeline applies for
+    each (default: the conditions; clean where the model's device corrupts). The seconds
+    of the pass are shared equally among its conditions.
     """
     dataset = FanOutDataset(dataloader.dataset, steps, pipeline_conditions or conditions)
     evaluators = {c: copy.deepcopy(evaluator) for c in conditions}
     start = time.perf_counter()
     for idx, batches in enumerate(fan_out_loader(dataloader, dataset)):
-        for condition, batch in zip(conditions, batches):
-            run_batch(idx, batch, condition, evaluators[condition])
+        items = [(c, batch, evaluators[c]) for c, batch in zip(conditions, batches)]
+        for first in range(0, len(items), joined):
+            run_items(idx, items[first:first + joined])
     metrics = {c: finish(c, evaluators[c]) for c in conditions}
     seconds = (time.perf_counter() - start) / max(len(conditions), 1)
     return {c: (metrics[c], evaluators[c], seconds) for c in conditions}
+
+
+def join_batches(batches: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """One batch holding the samples of ``batches`` in order (lists joined, tensors
+    concatenated along the first dimension)."""
+    keys = set(batches[0])
+    if any(set(b) != keys for b in batches):
+        raise ValueError(f'cannot join batches with different keys: {[sorted(b) for b in batches]}')
+    joined = {}
+    for key in batches[0]:
+        parts = [b[key] for b in batches]
+        if all(isinstance(p, list) for p in parts):
+            joined[key] = [x for p in parts for x in p]
+        elif all(isinstance(p, torch.Tensor) for p in parts):
+            joined[key] = torch.cat(parts)
+        else:
+            raise TypeError(f'cannot join the batches\' {key!r}: lists or tensors are joined, '
+                            f'got {[type(p).__name__ for p in parts]}')
+    return joined
 
 
 class FanOut:
     """The fan-out part of ``RobustnessTestLoop`` (a mixin before ``ConditionSwitching``):
     which conditions join a pass, the passes, and each condition's batches and metrics.
     The loop provides ``options``, ``plan``, ``steps``, ``dataloader``, ``evaluator``,
-    ``runner``, ``run_iter``, ``_own_data``, ``_switch``, ``_evaluate`` and
-    ``_keep_details``."""
+    ``runner``, ``run_iter``, ``_forward``, ``_check_batch``, ``_device_corrupted``,
+    ``_own_data``, ``_switch``, ``_evaluate`` and ``_keep_details``."""
 
     def _fans_out(self, condition: Any) -> bool:
         """Whether ``condition`` can join a fan-out pass: a corruption condition of the
@@ -152,8 +182,9 @@ class FanOut:
             self._switch(self.plan.clean)
             self.runner.model.eval()
             done = run_pass(group, self.dataloader, self.steps, self.evaluator,
-                            self._fan_out_batch, self._finish_condition,
-                            [self._pipeline_condition(c) for c in group])
+                            self._fan_out_items, self._finish_condition,
+                            [self._pipeline_condition(c) for c in group],
+                            self.options.fan_out_batch)
             for condition in group:
                 metrics, evaluator, seconds = done.pop(condition)
                 self._keep_details(evaluator)
@@ -164,13 +195,33 @@ class FanOut:
                 metrics, seconds = self._evaluate(condition)
                 yield condition, metrics, seconds
 
-    def _fan_out_batch(self, idx: int, batch: Any, condition: Any, evaluator: Any) -> None:
-        """One condition's batch of a fan-out pass, processed by its own evaluator."""
+    def _fan_out_items(self, idx: int, items: List[Item]) -> None:
+        """The batches of some conditions of a fan-out pass: each processed by its own
+        evaluator, the test-iteration hooks around each; one condition's batch forwarded
+        alone (:meth:`run_iter`), several joined into one forward (``fan_out_batch``)."""
         saved = self.evaluator, self._current
-        self.evaluator = evaluator
-        self._set_current(condition)
         try:
-            self.run_iter(idx, batch)
+            if len(items) == 1:
+                condition, batch, self.evaluator = items[0]
+                self._set_current(condition)
+                self.run_iter(idx, batch)
+                return
+            prepared = []
+            for condition, batch, evaluator in items:
+                self._set_current(condition)
+                self._check_batch(idx, batch)
+                batch = self._device_corrupted(batch)
+                self.runner.call_hook('before_test_iter', batch_idx=idx, data_batch=batch)
+                prepared.append((condition, batch, evaluator))
+            outputs = self._forward(join_batches([batch for _, batch, _ in prepared]))
+            start = 0
+            for condition, batch, evaluator in prepared:
+                part = outputs[start:start + len(batch['data_samples'])]
+                start += len(part)
+                self._set_current(condition)
+                evaluator.process(data_samples=part, data_batch=batch)
+                self.runner.call_hook('after_test_iter', batch_idx=idx, data_batch=batch,
+                                      outputs=part)
         finally:
             self.evaluator = saved[0]
             self._set_current(saved[1])

@@ -123,6 +123,11 @@ class RobustnessOptions:
         'the data (each image read and decoded once, each condition with its own '
         'evaluator; the same numbers); 0: one condition after another',
         dict(type=int, metavar='N'))
+    fan_out_batch: int = _option(
+        1, 'with fan_out: the conditions forwarded together in one test step (their '
+        'batches joined into one of this many times the test batch; numbers equal up to '
+        "the float rounding of batched kernels); 1: each condition's batch alone (the "
+        'same bits)', dict(type=int, metavar='M'))
     strict_checkpoint: bool = _option(
         True, 'check that the checkpoint fits the model exactly (every key, every shape); '
         'off: evaluate what fits (logged)', dict(flag='--partial-checkpoint'))
@@ -188,6 +193,13 @@ class RobustnessOptions:
             raise SweepError(f'fan_out must be a number of conditions per pass >= 0 (0: off), '
                              f'got {self.fan_out!r}')
         set_(self, 'fan_out', int(self.fan_out))
+        if not _is_int(self.fan_out_batch) or self.fan_out_batch < 1:
+            raise SweepError(f'fan_out_batch must be a number of conditions per forward '
+                             f'>= 1, got {self.fan_out_batch!r}')
+        if self.fan_out_batch > 1 and self.fan_out < 2:
+            raise SweepError(f'fan_out_batch={self.fan_out_batch} joins the batches of the '
+                             'conditions of a fan-out pass: set fan_out to 2 or more too')
+        set_(self, 'fan_out_batch', int(self.fan_out_batch))
         try:
             set_(self, 'bootstrap', check_resamples(self.bootstrap))
             set_(self, 'interval_level', check_level(self.interval_level))

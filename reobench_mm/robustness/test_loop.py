@@ -379,14 +379,21 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
         forward in :attr:`options.precision` (MMEngine's own ``autocast`` context, which
         ``fp16`` drives, would switch an outer autocast off)."""
         self.runner.call_hook('before_test_iter', batch_idx=idx, data_batch=data_batch)
+        outputs = self._forward(data_batch)
+        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
+        self.runner.call_hook('after_test_iter', batch_idx=idx, data_batch=data_batch,
+                              outputs=outputs)
+
+    @torch.no_grad()
+    def _forward(self, data_batch: Any) -> list:
+        """The model's ``test_step`` on ``data_batch`` in the run's precision (the test
+        losses it returns are kept)."""
         context = forward_precision(self.options.precision, self.runner.model) \
             if self.options.precision != 'fp32' else autocast(enabled=self.fp16)
         with context:
             outputs = self.runner.model.test_step(data_batch)
         outputs, self.test_loss = _update_losses(outputs, self.test_loss)
-        self.evaluator.process(data_samples=outputs, data_batch=data_batch)
-        self.runner.call_hook('after_test_iter', batch_idx=idx, data_batch=data_batch,
-                              outputs=outputs)
+        return outputs
 
     def _prepare(self) -> None:
         """Before the first condition: decode the samples once, fit the temperature."""
