@@ -100,9 +100,16 @@ def main():
                   f'/ fan-out = {medians["fan-out joined"] / medians["fan-out"]:.3f}')
             one = _records(osp.join(tmp, 'per_condition'))
             joined = _records(osp.join(tmp, 'fan-out_joined'))
-            largest = max(abs(one[c][k] - joined[c][k]) for c in one for k in one[c])
+            largest, condition, metric = max((abs(one[c][k] - joined[c][k]), c, k)
+                                             for c in one for k in one[c])
             print(f'joined: largest difference of a metric from the per-condition sweep '
-                  f'{largest:.3g}')
+                  f'{largest:.3g} ({metric} of {condition}; '
+                  f'{one[condition][metric]!r} against {joined[condition][metric]!r})')
+            task = [(c, k) for c in one for k in one[c]
+                    if not k.startswith('calib') and one[c][k] != joined[c][k]]
+            print(f'joined: task metrics that differ: {len(task)} of '
+                  f'{sum(not k.startswith("calib") for c in one for k in one[c])}'
+                  + (f' ({task[:4]})' if task else ''))
         return 0 if same else 1
 
 
