@@ -95,6 +95,26 @@ def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, 
                                str(tmp_path / 'joined'))
 
 
+def test_sharded_fan_out_runs_merge_to_the_per_condition_numbers(demo_data, seg_checkpoint,
+                                                                 tmp_path):
+    """Two shards, each with fan-out, merged: the records and ``results.json`` numbers of
+    the unsharded per-condition run."""
+    from reobench_mm.robustness.shards import merge_sweeps
+    root = osp.join(demo_data, 'potsdam')
+    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), seg_checkpoint)
+    folders = [str(tmp_path / f'shard{i}') for i in range(2)]
+    for i, folder in enumerate(folders):
+        _run(SEG_DEMO_CONFIG, root, folder, seg_checkpoint, fan_out=3, shard=f'{i}/2')
+    merged = merge_sweeps(folders, str(tmp_path / 'merged'), plots=False)
+    records = {}
+    for folder in folders:
+        records.update(condition_records(folder))
+    assert _comparable(records) == _comparable(condition_records(str(tmp_path / 'one')))
+    numbers = [json.load(open(path))['numbers'] for path in
+               (merged.files['results.json'], str(tmp_path / 'one' / 'results.json'))]
+    assert numbers[0] == numbers[1]
+
+
 def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, seg_checkpoint, tmp_path,
                                                          monkeypatch):
     root = osp.join(demo_data, 'potsdam')
