@@ -113,6 +113,10 @@ def test_sharded_fan_out_runs_merge_to_the_per_condition_numbers(demo_data, seg_
     numbers = [json.load(open(path))['numbers'] for path in
                (merged.files['results.json'], str(tmp_path / 'one' / 'results.json'))]
     assert numbers[0] == numbers[1]
+    # the records do not depend on fan-out: a fan-out run reuses the per-condition ones
+    again = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), seg_checkpoint, fan_out=3,
+                 fan_out_batch=2)
+    assert again.evaluated == [] and len(again.skipped) == 9
 
 
 def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, seg_checkpoint, tmp_path,
