@@ -46,8 +46,9 @@ class DeviceCorruption:
     """The covered conditions, corrupted in the test step on the model's device.
 
     Args:
-        steps: the run's ``ApplyCorruption`` steps (their ``max_value`` and
-            ``corruption_options`` are used).
+        steps: the run's ``ApplyCorruption`` steps (their ``max_value``,
+            ``corruption_options``, ``ignore_index``, ``angle_version`` and ``box_policy``
+            are used).
         model: the model (its device).
     """
 
@@ -63,8 +64,8 @@ class DeviceCorruption:
         self._names = torch_corruptions
 
     def covers(self, condition: Any) -> bool:
-        """Whether ``condition`` is corrupted on the device (a pixel corruption the torch
-        engine implements)."""
+        """Whether ``condition`` is corrupted on the device (a corruption the torch engine
+        implements and :data:`KEPT_IN_PIPELINE` does not list)."""
         if not isinstance(condition, Condition) or condition.is_clean:
             return False
         protocol = condition.protocol
