@@ -145,6 +145,16 @@ def test_jpeg_is_the_numpy_engines_bits(real_samples, order):
             np.testing.assert_array_equal(_from_torch(got), expected)
 
 
+@pytest.mark.parametrize('bands', [1, 3, 4])
+def test_jpeg_on_generated_images(bands):
+    """The same bits on generated images, where the real samples are absent."""
+    images = _synthetic(batch=2, bands=bands, size=40)
+    expected = _numpy_engine(_from_torch(images), 'compression_artifacts', 5, 'reobench',
+                             [0, 1], None, channel_order='bgr')
+    got = corrupt_torch(images, 'compression_artifacts', 5, channel_order='bgr')
+    np.testing.assert_array_equal(_from_torch(got), expected)
+
+
 def test_cloud_shadow_bands_option_matches(real_samples):
     images, max_value = _images(real_samples, 4, 'uint16-12bit')
     keys = [0, 1, 2]

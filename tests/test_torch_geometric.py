@@ -9,7 +9,8 @@ The torch engine reproduces OpenCV's fixed-point sampling, so the claims are exa
 - float images: the same bits for ``rotate`` and ``translate``; ``scale`` the same bits
   as OpenCV's own resize (Intel IPP off) and within float rounding of the IPP resize;
 - label maps of every dtype (and 1×H×W maps as mmseg packs them): the same values;
-- the transforms (matrix, canvas) are the numpy engine's, so boxes move identically.
+- the transforms (matrix, canvas) are the numpy engine's, so boxes move identically;
+- the uint8 and label claims also on a generated image, where the real samples are absent.
 
 A bilinear warp at exact positions (``grid_sample``-like) fails the ``uint8`` claim: the
 test of the fixed-point arithmetic is that it can tell the two apart.
@@ -125,6 +126,26 @@ def test_label_maps_are_the_numpy_engines_values(samples, case):
             np.testing.assert_array_equal(
                 warp_label_map_torch(torch.from_numpy(label_map), moved, ignore).numpy(),
                 expected)
+
+
+@pytest.mark.parametrize('case', CASES, ids=_case_id)
+def test_generated_images_and_labels_are_the_numpy_engines(case):
+    """The same claims on a generated textured image (odd, non-square, 5 bands), so they
+    are checked where the real samples are absent."""
+    name, border, canvas = case
+    rng = np.random.default_rng(3)
+    smooth = cv2.GaussianBlur(rng.random((97, 131, 5)).astype(np.float32), (0, 0), 1.5)
+    image = np.clip(smooth * 400 - 70, 0, 255).astype(np.uint8)
+    labels = torch.from_numpy((image[..., 0] // 50).astype(np.int64))[None]
+    for severity in range(1, 6):
+        expected, transform = corrupt_geometric(image, name, severity, key='g', seed=1,
+                                                border=border, **_options(canvas))
+        got, (moved, ) = corrupt_geometric_torch(_torch(image), name, severity, keys=['g'],
+                                                 seed=1, border=border, **_options(canvas))
+        np.testing.assert_array_equal(_numpy(got), expected, err_msg=str(severity))
+        np.testing.assert_array_equal(
+            warp_label_map_torch(labels, moved, 255)[0].numpy(),
+            transform.warp_label_map(labels[0].numpy(), 255))
 
 
 @pytest.fixture
