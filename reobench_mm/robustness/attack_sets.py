@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 from reobench_corruptions.condition import Condition
 from ..attacks.spec import ATTACK_KINDS, AttackSpec, parse_attack
 from ..errors import SweepError
-from .plan import ConditionOnBase, select_corruptions, select_severities
+from .plan import ConditionOnBase, corruptions_on_top
 
 __all__ = ['ATTACK_PREFIX', 'AttackCondition', 'AttackEntry', 'parse_attacks',
            'attacks_to_dict', 'attack_conditions', 'check_attack_task']
@@ -93,17 +93,7 @@ def _parse_entry(name: Any, entry: Any, protocol: str) -> AttackEntry:
         if 'unknown key' in str(error):
             raise SweepError(f'{error} (and {list(_PLACEMENT_KEYS)})') from None
         raise
-    corruptions: Tuple[str, ...] = ()
-    severities: Tuple[int, ...] = ()
-    if entry.get('corruptions') is not None:
-        try:
-            corruptions = tuple(select_corruptions(entry['corruptions'], protocol))
-            severities = tuple(select_severities(entry.get('severities')))
-        except SweepError as error:
-            raise SweepError(f'{where}: {error}') from None
-    elif entry.get('severities') is not None:
-        raise SweepError(f'{where}: severities without corruptions; name the corruptions '
-                         'to attack on top of')
+    corruptions, severities = corruptions_on_top(where, entry, protocol, 'to attack on top of')
     return AttackEntry(name, specs, copy.deepcopy(dict(settings)), corruptions, severities)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os.path as osp
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from reobench_corruptions import GROUPS, PROTOCOLS, get_corruption, list_corruptions
 from reobench_corruptions import resolve_corruptions as _resolve_names
@@ -25,13 +25,39 @@ from reobench_corruptions.condition import CLEAN, Condition
 from ..errors import SweepError
 
 __all__ = [
-    'SweepPlan', 'ConditionOnBase', 'select_corruptions', 'select_severities',
-    'sweep_conditions', 'parse_shard', 'shard_conditions', 'default_sweep_work_dir', 'check_corruption_seeds',
-    'MAX_CORRUPTION_SEEDS'
+    'SweepPlan', 'ConditionOnBase', 'corruptions_on_top', 'select_corruptions',
+    'select_severities', 'sweep_conditions', 'parse_shard', 'shard_conditions',
+    'default_sweep_work_dir', 'check_corruption_seeds', 'MAX_CORRUPTION_SEEDS'
 ]
 
 #: The most corruption seeds a run evaluates each random corruption with.
 MAX_CORRUPTION_SEEDS = 100
+
+
+def corruptions_on_top(where: str, entry: Mapping[str, Any], protocol: str, purpose: str
+                       ) -> Tuple[Tuple[str, ...], Tuple[int, ...]]:
+    """The ``corruptions`` and ``severities`` of an option entry whose conditions are also
+    evaluated on corrupted images (a shift set, an attack): ``((), ())`` without
+    corruptions.
+
+    Args:
+        where: the entry, as messages name it (``"shifts['vaihingen']"``).
+        purpose: what the corruptions are for, ending the message about severities
+            given without them (``'to evaluate on top of the set'``).
+
+    Raises:
+        SweepError: bad corruptions or severities, or severities without corruptions.
+    """
+    if entry.get('corruptions') is None:
+        if entry.get('severities') is not None:
+            raise SweepError(f'{where}: severities without corruptions; name the '
+                             f'corruptions {purpose}')
+        return (), ()
+    try:
+        return (tuple(select_corruptions(entry['corruptions'], protocol)),
+                tuple(select_severities(entry.get('severities'))))
+    except SweepError as error:
+        raise SweepError(f'{where}: {error}') from None
 
 
 class ConditionOnBase:

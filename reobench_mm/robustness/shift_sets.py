@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 from reobench_corruptions.condition import Condition
 from ..datasets.shift_types import SHIFT_TYPES
 from ..errors import SweepError
-from .plan import ConditionOnBase, select_corruptions, select_severities
+from .plan import ConditionOnBase, corruptions_on_top
 
 __all__ = ['ShiftSet', 'ShiftCondition', 'parse_shifts', 'shifts_to_dict', 'SHIFT_PREFIX',
            'shift_conditions']
@@ -112,17 +112,8 @@ def _parse_entry(name: Any, entry: Any, protocol: str) -> ShiftSet:
     if not isinstance(dataset, Mapping) or 'type' not in dataset:
         raise SweepError(f'{where}: dataset must be a dataset config with a "type" (e.g. '
                          f"dict(type='ISPRSDataset', data_root=..., ...)), got {dataset!r}")
-    corruptions: Tuple[str, ...] = ()
-    severities: Tuple[int, ...] = ()
-    if entry.get('corruptions') is not None:
-        try:
-            corruptions = tuple(select_corruptions(entry['corruptions'], protocol))
-            severities = tuple(select_severities(entry.get('severities')))
-        except SweepError as error:
-            raise SweepError(f'{where}: {error}') from None
-    elif entry.get('severities') is not None:
-        raise SweepError(f'{where}: severities without corruptions; name the corruptions '
-                         'to evaluate on top of the set')
+    corruptions, severities = corruptions_on_top(where, entry, protocol,
+                                                 'to evaluate on top of the set')
     return ShiftSet(name, shift_type, copy.deepcopy(dict(dataset)), corruptions, severities)
 
 
