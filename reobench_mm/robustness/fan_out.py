@@ -160,8 +160,8 @@ class FanOut:
     """The fan-out part of ``RobustnessTestLoop`` (a mixin before ``ConditionSwitching``):
     which conditions join a pass, the passes, and each condition's batches and metrics.
     The loop provides ``options``, ``plan``, ``steps``, ``dataloader``, ``evaluator``,
-    ``runner``, ``run_iter``, ``_forward``, ``_check_batch``, ``_device_corrupted``,
-    ``_own_data``, ``_switch``, ``_evaluate`` and ``_keep_details``."""
+    ``runner``, ``run_iter``, ``_prepared_batch``, ``_forward``, ``_own_data``,
+    ``_switch``, ``_evaluate`` and ``_keep_details``."""
 
     def _fans_out(self, condition: Any) -> bool:
         """Whether ``condition`` can join a fan-out pass: a corruption condition of the
@@ -209,8 +209,7 @@ class FanOut:
             prepared = []
             for condition, batch, evaluator in items:
                 self._set_current(condition)
-                self._check_batch(idx, batch)
-                batch = self._device_corrupted(batch)
+                batch = self._prepared_batch(idx, batch)
                 self.runner.call_hook('before_test_iter', batch_idx=idx, data_batch=batch)
                 prepared.append((condition, batch, evaluator))
             outputs = self._forward(join_batches([batch for _, batch, _ in prepared]))

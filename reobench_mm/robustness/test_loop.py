@@ -367,11 +367,14 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
         self.last_image_stats = condition_image_stats(evaluator)
 
     def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
+        self._predict_batch(idx, self._prepared_batch(idx, data_batch))
+
+    def _prepared_batch(self, idx: int, data_batch: Any) -> Any:
+        """The batch as the model gets it under the current condition: checked, then
+        corrupted on the device, then attacked (an attack on a corrupted image; its
+        gradients in float32)."""
         self._check_batch(idx, data_batch)
-        # the device's corruption first (an attack on a corrupted image), then the attack
-        # (its gradients in float32)
-        data_batch = self._attacked(self._device_corrupted(data_batch))
-        self._predict_batch(idx, data_batch)
+        return self._attacked(self._device_corrupted(data_batch))
 
     @torch.no_grad()
     def _predict_batch(self, idx, data_batch: Sequence[dict]) -> None:
