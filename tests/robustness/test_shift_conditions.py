@@ -1,0 +1,372 @@
+"""Other test sets as conditions of the robustness loops (real distribution shifts): the
+shift sets' options and names, their numbers against the toolboxes' own tools/test.py on
+the shifted set alone, corruptions on top of a set, resuming, the fingerprint of the
+shifted data, the class check, the report block against direct numpy, the validation
+loop's keys."""
+import glob
+import json
+import math
+import os
+import os.path as osp
+import zlib
+
+import numpy as np
+import pytest
+from mmengine.config import Config
+from mmengine.runner import Runner
+
+import reobench_mm  # noqa: F401  (registration)
+from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together,
+                      toolbox_file)
+from reobench_corruptions.condition import Condition
+from reobench_mm.analysis.shift_table import shift_block, shift_lines, shift_metric_keys
+from reobench_mm.errors import FingerprintMismatchError, SweepError
+from reobench_mm.evaluation.functional.bootstrap import resample_counts
+from reobench_mm.evaluation.functional.condition_stats import ImageStats
+from reobench_mm.evaluation.functional.image_stats import SegmentationImageStats
+from reobench_mm.robustness.options import RobustnessOptions
+from reobench_mm.robustness.shift_sets import ShiftCondition, parse_shifts
+from sweep_helpers import condition_records, untrained_checkpoint
+
+SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
+
+
+def _potsdam_set(root, **extra):
+    return dict(type='PotsdamDataset', data_root=root,
+                data_prefix=dict(img_path='img_dir/val', seg_map_path='ann_dir/val'), **extra)
+
+
+def _dior_set(root):
+    """The demo DIOR-R test set of the config (its four demo classes) at ``root``."""
+    dataset = Config.fromfile(DET_DEMO_CONFIG).test_dataloader.dataset.to_dict()
+    dataset.pop('pipeline')
+    return dict(dataset, data_root=root)
+
+
+def _logged_metrics(work_dir):
+    """The metrics MMEngine's LoggerHook wrote at the end of a test run (the scalars JSON
+    of its log folder, full precision)."""
+    found = sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json')) +
+                   glob.glob(osp.join(work_dir, '*', '*.json')))
+    assert found, os.listdir(work_dir)
+    for path in reversed(found):
+        with open(path) as handle:
+            lines = [json.loads(line) for line in handle if line.strip()]
+        if lines:
+            return lines[-1]
+    raise AssertionError(found)
+
+
+# ----------------------------------------------------------------------------- options
+def test_shift_sets_are_parsed_once_and_named():
+    shifts = parse_shifts(dict(
+        vaihingen=dict(shift_type='geographic', dataset=dict(type='ISPRSDataset')),
+        rural=dict(shift_type='my-own', dataset=dict(type='LoveDADataset'),
+                   corruptions=['haze', 'cloud'], severities=[5, 3])))
+    assert [s.name for s in shifts] == ['vaihingen', 'rural']
+    assert shifts[1].severities == (3, 5) and shifts[1].corruptions == ('haze', 'cloud')
+    conditions = [c for s in shifts for c in s.conditions(Condition(seed=2))]
+    assert [c.key for c in conditions] == [
+        'shift/vaihingen', 'shift/rural', 'shift/rural/haze@3', 'shift/rural/haze@5',
+        'shift/rural/cloud@3', 'shift/rural/cloud@5']
+    assert [c.tag for c in conditions][:3] == ['shift-vaihingen', 'shift-rural',
+                                               'shift-rural_haze_s3_seed2']
+    assert conditions[2].settings() == dict(shift='rural', shift_type='my-own',
+                                            corruption='haze', severity=3, seed=2,
+                                            protocol='reobench', border='reflect')
+    # never a corruption condition, never clean; equal only to itself
+    assert not conditions[0].is_clean
+    assert conditions[0] != Condition() and conditions[0] != ('clean', 0)
+    assert conditions[2] == ShiftCondition('rural', 'my-own', Condition('haze', 3, seed=2))
+    assert len({*conditions, Condition(), Condition('haze', 3)}) == len(conditions) + 2
+    # the options hold them, and give them back as config
+    options = RobustnessOptions.create(dict(shifts=dict(
+        v=dict(shift_type='scale', dataset=dict(type='X')))))
+    assert options.to_dict()['shifts'] == dict(v=dict(shift_type='scale',
+                                                      dataset=dict(type='X')))
+    assert [c.key for c in options.shift_conditions] == ['shift/v']
+    assert 'shifts' not in options.fingerprint_part()  # adding a set keeps the others
+
+
+@pytest.mark.parametrize('shifts, message', [
+    ([1], 'shifts must be a dict'),
+    (dict(a=1), r"shifts\['a'\] must be a dict"),
+    ({'a b': dict(shift_type='scale', dataset=dict(type='X'))}, 'letters, digits'),
+    (dict(a=dict(shift_type='scale', dataset=dict(type='X'), dataroot=1)),
+     r"unknown key\(s\) \['dataroot'\]"),
+    (dict(a=dict(shift_type='', dataset=dict(type='X'))), 'shift_type must be one of'),
+    (dict(a=dict(shift_type='scale', dataset=dict(data_root='x'))), 'with a "type"'),
+    (dict(a=dict(shift_type='scale', dataset=dict(type='X'), severities=[3])),
+     'severities without corruptions'),
+    (dict(a=dict(shift_type='scale', dataset=dict(type='X'), corruptions=['hase'])),
+     r"shifts\['a'\]: unknown corruption"),
+])
+def test_bad_shift_sets_are_refused_by_name(shifts, message):
+    with pytest.raises(SweepError, match=message):
+        RobustnessOptions.create(dict(shifts=shifts))
+
+
+def test_shift_sets_with_a_shard_are_refused():
+    with pytest.raises(SweepError, match='shifts cannot be sharded'):
+        RobustnessOptions.create(dict(shard='0/2', shifts=dict(
+            a=dict(shift_type='scale', dataset=dict(type='X')))))
+
+
+# ----------------------------------------------------------------------------- the block
+def _seg_stats(rng, images, classes=3):
+    label = rng.integers(50, 200, (images, classes))
+    pred = rng.integers(50, 200, (images, classes))
+    inter = np.minimum(label, pred) - rng.integers(0, 40, (images, classes))
+    areas = np.stack([np.maximum(inter, 0), pred, label], axis=-1)
+    return ImageStats(tuple(f'i{k}' for k in range(images)), SegmentationImageStats(areas))
+
+
+def _miou(stats, counts):
+    """mIoU of per-image areas under bootstrap counts, directly in numpy."""
+    areas = stats.task.areas.astype(np.float64)
+    out = []
+    for row in counts:
+        sums = (areas * row[:, None, None]).sum(axis=0)
+        out.append(np.mean(100 * sums[:, 0] / (sums[:, 1] + sums[:, 2] - sums[:, 0])))
+    return np.array(out)
+
+
+def test_the_shift_block_against_direct_numpy():
+    rng = np.random.default_rng(0)
+    clean, far, near = _seg_stats(rng, 7), _seg_stats(rng, 5), _seg_stats(rng, 6)
+    value = lambda s: float(_miou(s, np.ones((1, s.num_images)))[0])  # noqa: E731
+    rows = [dict(name='far', shift_type='geographic', condition='clean', key='shift/far',
+                 value=value(far), stats=far, images=5),
+            dict(name='near', shift_type='scale', condition='clean', key='shift/near',
+                 value=value(near), stats=near, images=6),
+            dict(name='near', shift_type='scale', condition='haze@3',
+                 key='shift/near/haze@3', value=value(near) - 3.0, stats=near, images=6)]
+    block = shift_block(rows, id_value=value(clean), metric='mIoU', id_stats=clean,
+                        resamples=400, level=0.9, seed=3)
+    ident = value(clean)
+    far_row, near_row, haze_row = block['sets']
+    assert far_row['drop'] == pytest.approx(ident - value(far))
+    assert far_row['relative_drop'] == pytest.approx((ident - value(far)) / ident)
+    assert haze_row['ood'] == pytest.approx(value(near) - 3.0)
+    # the means are over the sets as they are (not the corruption on top)
+    assert block['means']['all']['sets'] == 2
+    assert block['means']['all']['relative_drop'] == pytest.approx(
+        np.mean([far_row['relative_drop'], near_row['relative_drop']]))
+    assert block['means']['scale']['ood'] == pytest.approx(value(near))
+    # intervals: ID on the summary's resamples, OOD on the set's own stream
+    id_reps = _miou(clean, resample_counts(7, 400, 3))
+    far_reps = _miou(far, resample_counts(5, 400, (3, 2, zlib.crc32(b'far'))))
+    low, high = np.percentile(id_reps - far_reps, [5, 95])
+    assert far_row['drop_ci'] == pytest.approx([low, high])
+    low, high = np.percentile(far_reps, [5, 95])
+    assert far_row['ood_ci'] == pytest.approx([low, high])
+    near_reps = _miou(near, resample_counts(6, 400, (3, 2, zlib.crc32(b'near'))))
+    mean_rel = ((id_reps - far_reps) / id_reps + (id_reps - near_reps) / id_reps) / 2
+    assert block['means']['all']['relative_drop_ci'] == pytest.approx(
+        list(np.percentile(mean_rel, [5, 95])))
+    # keys and lines
+    keys = shift_metric_keys(block)
+    assert keys['shift/far/mIoU'] == pytest.approx(value(far))
+    assert keys['shift/near/haze@3/drop'] == pytest.approx(ident - value(near) + 3.0)
+    assert keys['shift/avg'] == pytest.approx(np.mean([value(far), value(near)]))
+    text = '\n'.join(shift_lines(block))
+    assert '## Real distribution shifts' in text and '| near | scale | haze@3 | 6 |' in text
+    # without statistics: the numbers, no intervals
+    plain = shift_block([dict(r, stats=None) for r in rows], id_value=ident, metric='mIoU',
+                        id_stats=clean, resamples=400)
+    assert plain['intervals'] is None and 'drop_ci' not in plain['sets'][0]
+    assert plain['sets'][0]['drop'] == far_row['drop']
+
+
+# ----------------------------------------------------------------------------- end to end
+@pytest.mark.slow
+def test_a_shifted_segmentation_set_equals_mmsegs_stock_tool(demo_data, tmp_path, seg_model):
+    """The OOD number the loop records for a shift set (through mmseg's own tools/test.py
+    with RobustnessTestLoop) equals mmseg's tools/test.py on the shifted set alone; a
+    corruption on top equals the sweep's condition on that set; the keys reach the
+    logger; the report has the block."""
+    stock = toolbox_file('mmseg', 'tools', 'test.py')
+    data_root = osp.join(demo_data, 'potsdam')
+    shifted = osp.join(demo_data, 'potsdam_shifted')
+    checkpoint = seg_model.checkpoint
+    derived = tmp_path / 'upernet_shift.py'
+    derived.write_text(
+        f"_base_ = ['{SEG_DEMO_CONFIG}']\n"
+        "test_cfg = dict(type='RobustnessTestLoop', corruptions=['haze'], severities=[3],"
+        f" plots=False, shifts=dict(potsdam_shifted=dict(shift_type='sensor', "
+        f"dataset={_potsdam_set(shifted)!r}, corruptions=['haze'], severities=[3])))\n")
+    common = ['log_level=INFO', 'test_dataloader.num_workers=0',
+              'test_dataloader.persistent_workers=False']
+    outputs = run_tools_together(
+        [stock, str(derived), checkpoint, '--work-dir', str(tmp_path / 'loop'),
+         '--cfg-options', f'test_dataloader.dataset.data_root={data_root}', *common],
+        [stock, SEG_DEMO_CONFIG, checkpoint, '--work-dir', str(tmp_path / 'alone'),
+         '--cfg-options', f'test_dataloader.dataset.data_root={shifted}', *common],
+        [SWEEP_TOOL, SEG_DEMO_CONFIG, checkpoint, '--corruptions', 'haze', '--severities',
+         '3', '--no-plots', '--work-dir', str(tmp_path / 'sweep'), '--cfg-options',
+         f'test_dataloader.dataset.data_root={shifted}', *common])
+    records = condition_records(str(tmp_path / 'loop'))
+    assert sorted(records) == ['clean', 'haze@3', 'shift/potsdam_shifted',
+                               'shift/potsdam_shifted/haze@3']
+    alone = _logged_metrics(str(tmp_path / 'alone'))  # the scalars file holds float32
+    ood = records['shift/potsdam_shifted']['metrics']
+    assert ood['mIoU'] == pytest.approx(alone['mIoU'], abs=1e-5)
+    assert ood['aAcc'] == pytest.approx(alone['aAcc'], abs=1e-5)
+    assert ood['mIoU'] != records['clean']['metrics']['mIoU']
+    on_top = condition_records(str(tmp_path / 'sweep'))
+    assert records['shift/potsdam_shifted/haze@3']['metrics'] == on_top['haze@3']['metrics']
+    assert on_top['clean']['metrics'] == ood
+    record = records['shift/potsdam_shifted']
+    assert record['shift_type'] == 'sensor' and record['tag'] == 'shift-potsdam_shifted'
+    assert record['fingerprint']['data']['shift_set']['samples'] == 3
+    # the logger got the keys, the report the block
+    assert 'shift/potsdam_shifted/mIoU' in outputs[0]
+    assert 'shift/potsdam_shifted/haze@3/relative_drop' in outputs[0]
+    with open(tmp_path / 'loop' / 'results.json') as handle:
+        numbers = json.load(handle)['numbers']
+    row = numbers['shifts']['sets'][0]
+    assert row['ood'] == pytest.approx(ood['mIoU'])
+    assert row['id'] == pytest.approx(records['clean']['metrics']['mIoU'])
+    assert row['drop_ci'][0] <= row['drop'] <= row['drop_ci'][1]
+    assert numbers['conditions'][-1]['condition'] == 'haze@3'  # not among the corruptions
+    report = (tmp_path / 'loop' / 'report.md').read_text()
+    assert '## Real distribution shifts' in report and '| potsdam_shifted | sensor |' in report
+
+
+@pytest.mark.slow
+def test_a_shifted_detection_set_equals_mmrotates_stock_tool(demo_data, tmp_path, det_model):
+    """The same for Oriented R-CNN: the loop's OOD mAP equals mmrotate's own
+    tools/test.py on the shifted DIOR-R set alone."""
+    stock = toolbox_file('mmrotate', 'tools', 'test.py')
+    data_root = osp.join(demo_data, 'dior')
+    shifted = osp.join(demo_data, 'dior_shifted')
+    checkpoint = det_model.checkpoint
+    derived = tmp_path / 'orcnn_shift.py'
+    derived.write_text(
+        f"_base_ = ['{DET_DEMO_CONFIG}']\n"
+        "test_cfg = dict(type='RobustnessTestLoop', corruptions=['haze'], severities=[3],"
+        f" plots=False, shifts=dict(dior_shifted=dict(shift_type='scale', "
+        f"dataset={_dior_set(shifted)!r})))\n")
+    common = ['log_level=INFO', 'test_dataloader.num_workers=0',
+              'test_dataloader.persistent_workers=False']
+    outputs = run_tools_together(
+        [stock, str(derived), checkpoint, '--work-dir', str(tmp_path / 'loop'),
+         '--cfg-options', f'test_dataloader.dataset.data_root={data_root}', *common],
+        [stock, DET_DEMO_CONFIG, checkpoint, '--work-dir', str(tmp_path / 'alone'),
+         '--cfg-options', f'test_dataloader.dataset.data_root={shifted}', *common])
+    records = condition_records(str(tmp_path / 'loop'))
+    assert sorted(records) == ['clean', 'haze@3', 'shift/dior_shifted']
+    alone = _logged_metrics(str(tmp_path / 'alone'))
+    ood = records['shift/dior_shifted']['metrics']
+    assert ood['dota/mAP'] == pytest.approx(alone['dota/mAP'], abs=1e-7)
+    assert 'shift/dior_shifted/mAP' in outputs[0]
+
+
+# ----------------------------------------------------------------------------- in process
+def _runner(tmp_path, data_root, shifts, work='run', corruptions=('haze', )):
+    cfg = Config.fromfile(SEG_DEMO_CONFIG)
+    cfg.work_dir = str(tmp_path / work)
+    cfg.log_level = 'WARNING'
+    cfg.test_dataloader.dataset.data_root = data_root
+    cfg.test_dataloader.num_workers = 0
+    cfg.test_dataloader.persistent_workers = False
+    cfg.custom_hooks = []
+    cfg.load_from = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+    cfg.test_cfg = dict(type='RobustnessTestLoop', corruptions=list(corruptions),
+                        severities=[2], plots=False, shifts=shifts)
+    return Runner.from_cfg(cfg)
+
+
+def test_a_run_killed_in_a_shift_condition_resumes_and_changed_shift_data_is_refused(
+        demo_data, tmp_path, monkeypatch):
+    from reobench_mm.robustness.test_loop import RobustnessTestLoop
+    data_root = osp.join(demo_data, 'potsdam')
+    shifted = str(tmp_path / 'shifted')
+    import shutil
+    shutil.copytree(osp.join(demo_data, 'potsdam_shifted'), shifted)
+    shifts = dict(other=dict(shift_type='sensor', dataset=_potsdam_set(shifted)))
+    original = RobustnessTestLoop._evaluate_any
+
+    def killed(self, condition):  # killed while the shift set is evaluated
+        if isinstance(condition, ShiftCondition):
+            self.dataloader = self.condition_data.dataloader(*self._own_data(condition))[0]
+            raise KeyboardInterrupt('killed')
+        return original(self, condition)
+
+    monkeypatch.setattr(RobustnessTestLoop, '_evaluate_any', killed)
+    with pytest.raises(KeyboardInterrupt):
+        _runner(tmp_path, data_root, shifts).test()
+    assert sorted(condition_records(str(tmp_path / 'run'))) == ['clean', 'haze@2']
+    monkeypatch.setattr(RobustnessTestLoop, '_evaluate_any', original)
+    runner = _runner(tmp_path, data_root, shifts)
+    metrics = runner.test()
+    outcome = runner.test_loop.outcome
+    assert [c.key for c in outcome.evaluated] == ['shift/other']
+    assert [c.key for c in outcome.skipped] == ['clean', 'haze@2']
+    assert metrics['shift/other/mIoU'] == pytest.approx(
+        condition_records(str(tmp_path / 'run'))['shift/other']['metrics']['mIoU'])
+    assert 'shift/other/relative_drop' in metrics and 'shift/avg' in metrics
+    # a changed file of the shifted set: the shift record is refused, naming the set
+    image = sorted(glob.glob(osp.join(shifted, 'img_dir', 'val', '*.png')))[0]
+    with open(image, 'ab') as handle:
+        handle.write(b'\0')
+    with pytest.raises(FingerprintMismatchError, match="shift set 'other'"):
+        _runner(tmp_path, data_root, shifts).test()
+    # a set added later is evaluated alone; the others are reused
+    shifts['again'] = dict(shift_type='scale', dataset=_potsdam_set(
+        osp.join(demo_data, 'potsdam_shifted')))
+    del shifts['other']
+    runner = _runner(tmp_path, data_root, shifts)
+    runner.test()
+    assert [c.key for c in runner.test_loop.outcome.evaluated] == ['shift/again']
+
+
+def test_a_shift_set_of_other_classes_is_refused_naming_both(demo_data, tmp_path):
+    data_root = osp.join(demo_data, 'potsdam')
+    classes = ('impervious_surface', 'building', 'low_vegetation', 'tree', 'car')
+    shifts = dict(odd=dict(shift_type='source', dataset=_potsdam_set(
+        osp.join(demo_data, 'potsdam_shifted'), metainfo=dict(classes=classes))))
+    with pytest.raises(SweepError, match=r"shift set 'odd' has the classes "
+                       r"\['impervious_surface', .*'car'\], the test set \(the model\) "
+                       r"\['impervious_surface', .*'car', 'clutter'\]: wrap it in "
+                       r"ClassMappedDataset"):
+        _runner(tmp_path, data_root, shifts).test()
+
+
+def test_the_validation_loop_reports_the_shift_keys(demo_data, tmp_path):
+    data_root = osp.join(demo_data, 'potsdam')
+    cfg = Config.fromfile(SEG_DEMO_CONFIG)
+    cfg.work_dir = str(tmp_path / 'val')
+    cfg.log_level = 'WARNING'
+    cfg.custom_hooks = []
+    cfg.val_dataloader.dataset.data_root = data_root
+    cfg.val_dataloader.num_workers = 0
+    cfg.val_dataloader.persistent_workers = False
+    cfg.val_cfg = dict(type='RobustnessValLoop', corruptions=['haze'], severities=[3],
+                       shifts=dict(s=dict(shift_type='sensor', dataset=_potsdam_set(
+                           osp.join(demo_data, 'potsdam_shifted')))))
+    cfg.load_from = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+    metrics = Runner.from_cfg(cfg).val()
+    assert math.isfinite(metrics['shift/s/mIoU'])
+    assert metrics['shift/s/drop'] == pytest.approx(metrics['mIoU'] - metrics['shift/s/mIoU'])
+
+
+def test_the_sweep_takes_the_shift_sets_and_files_from_the_config(demo_data, tmp_path):
+    from reobench_mm.robustness.sweep import RobustnessSweep
+    derived = tmp_path / 'with_shifts.py'
+    derived.write_text(
+        f"_base_ = ['{SEG_DEMO_CONFIG}']\n"
+        "test_cfg = dict(type='RobustnessTestLoop', shifts=dict(s=dict(shift_type='scale', "
+        f"dataset={_potsdam_set(osp.join(demo_data, 'potsdam_shifted'))!r})), "
+        "corruption_files=dict(dataset=dict(data_root='x/{folder}/{severity}')))\n")
+    checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+    sweep = RobustnessSweep(str(derived), checkpoint, corruptions=['haze'], severities=[1],
+                            work_dir=str(tmp_path / 'sweep'))
+    assert [c.key for c in sweep.conditions] == ['clean', 'haze@1', 'shift/s']
+    assert sweep.options.corruption_files.reads(Condition('haze', 1))
+    assert sweep.condition_file(sweep.conditions[-1]).endswith('conditions/shift-s.json')
+    # given as an argument, the config's are not used
+    sweep = RobustnessSweep(str(derived), checkpoint, corruptions=['haze'], severities=[1],
+                            work_dir=str(tmp_path / 'other'), shifts=dict(
+                                t=dict(shift_type='sensor', dataset=dict(type='X'))))
+    assert [c.key for c in sweep.conditions][-1] == 'shift/t'
