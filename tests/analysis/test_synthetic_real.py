@@ -263,6 +263,7 @@ def _sweep(tmp_path, demo_data, seed):
     return osp.join(cfg.work_dir, 'results.json')
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_a_real_model_set_against_its_results_files(demo_data, tmp_path):
     paths = [_sweep(tmp_path, demo_data, seed) for seed in range(4)]
     names = ['a', 'b', 'c', 'd']

@@ -189,6 +189,7 @@ def iou_population(size, seed):
     return np.stack([intersection, intersection + false_positive, label], axis=-1)
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_coverage_of_an_iou_ratio():
     """IoU = sum(intersection) / sum(union) over the images of a set: the 95 % interval
     of ``SegmentationImageStats.values`` covers the population's E[I] / E[U] in

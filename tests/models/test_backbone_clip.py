@@ -87,6 +87,7 @@ def test_equivalence_vit_b32_gelu_final_norm(b32_official):
     assert all(o.shape == (1, 768, 7, 7) for o in ours)
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_equivalence_vit_l14(tmp_path, b32_official):
     """Full-size ViT-L/14 (QuickGELU, the OpenAI/RemoteCLIP activation) at 224×224."""
     torch.manual_seed(0)

@@ -22,6 +22,7 @@ def _run(config, data_root, work_dir, checkpoint, batch_size=1, fp16=False, **op
     return condition_records(work_dir)
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 @pytest.mark.parametrize('config, folder', [(SEG_DEMO_CONFIG, 'potsdam'),
                                             (DET_DEMO_CONFIG, 'dior')])
 def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, tmp_path, config, folder):

@@ -107,6 +107,7 @@ def _runner(tmp_path, data_root, work, files=None, corruptions=('haze', 'rotate'
     return Runner.from_cfg(cfg)
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_a_sweep_reads_the_released_layout_instead_of_synthesising(demo_data, tmp_path):
     data_root = osp.join(demo_data, 'potsdam')
     released = str(tmp_path / 'Potsdam_corrupted')

@@ -41,6 +41,7 @@ def seg_checkpoint(tmp_path_factory):
                                 str(tmp_path_factory.mktemp('ck') / 'seg.pth'))
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 @pytest.mark.parametrize('workers', [0, 2])
 def test_fan_out_writes_the_records_of_the_per_condition_loop(demo_data, seg_checkpoint,
                                                               tmp_path, workers):
@@ -58,6 +59,7 @@ def test_fan_out_writes_the_records_of_the_per_condition_loop(demo_data, seg_che
     assert numbers[0] == numbers[1]
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_fan_out_for_rotated_detection(demo_data, tmp_path):
     checkpoint = untrained_checkpoint(DET_DEMO_CONFIG, str(tmp_path / 'det.pth'))
     root = osp.join(demo_data, 'dior')
@@ -67,6 +69,7 @@ def test_fan_out_for_rotated_detection(demo_data, tmp_path):
         _comparable(condition_records(str(tmp_path / 'fan')))
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 @pytest.mark.parametrize('config, folder', [(SEG_DEMO_CONFIG, 'potsdam'),
                                             (DET_DEMO_CONFIG, 'dior')])
 def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, folder):

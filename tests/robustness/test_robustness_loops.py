@@ -348,6 +348,7 @@ def test_held_out_indices_are_seeded_stratified_and_exact():
             held_out_indices(strata, bad)
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_temperature_is_fitted_on_held_out_images_only(demo_data, tmp_path):
     """temperature_split holds test images out (the split dataset's two parts are disjoint
     and cover the test set), fits the temperature on them and evaluates the rest; the

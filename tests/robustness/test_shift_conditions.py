@@ -277,6 +277,7 @@ def _runner(tmp_path, data_root, shifts, work='run', corruptions=('haze', )):
     return Runner.from_cfg(cfg)
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_a_run_killed_in_a_shift_condition_resumes_and_changed_shift_data_is_refused(
         demo_data, tmp_path, monkeypatch):
     from reobench_mm.robustness.test_loop import RobustnessTestLoop

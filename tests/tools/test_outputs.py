@@ -546,6 +546,7 @@ def test_drift_plot_draws_the_noise_floor(tmp_path, saved_figures):
             assert line.get_label() in labels
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 @pytest.mark.parametrize('models', [LONG_NAMES, [f'M{i}' for i in range(30)]],
                          ids=['8-long-names', '30-models'])
 def test_comparison_plots_have_no_overlapping_text(tmp_path, models):

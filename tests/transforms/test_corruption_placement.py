@@ -558,6 +558,7 @@ def test_a_corruption_inside_test_time_augmentation_is_found_and_refused():
     assert len(found) == 1 and found[0].corruption == 'cloud'
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_the_test_tool_moves_a_misplaced_written_step_and_refuses_without_leftovers(
         demo_data, tmp_path, monkeypatch, capsys):
     """tools/test.py on a config in mmseg's own step order whose pipeline names a

@@ -123,6 +123,7 @@ def _reference_digest(path: str, corruption: str, severity: int, epoch: int) -> 
 
 # ----------------------------------------------------------------------- determinism
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 @pytest.mark.parametrize('task', ['seg', 'det'])
 def test_draws_do_not_depend_on_workers_batch_size_or_rerun(demo_data, task):
     """The demo robust config's real training dataloader (Runner.build_dataloader,
@@ -492,6 +493,7 @@ def _robust_runner(demo_data, work_dir, checkpoint, **loop):
     return Runner.from_cfg(cfg)
 
 
+@pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_robustness_loop_held_out_only_refuses_seen_corruptions(demo_data, tmp_path):
     """held_out_only on the robust demo config: a seen corruption is refused when the loop
     is built, a held-out selection is accepted; the plain config has nothing seen."""
