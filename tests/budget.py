@@ -116,13 +116,13 @@ def classify(argv: Sequence[str]) -> Dict[str, object]:
 def check_subprocess(item: pytest.Item, argv: Sequence[str]) -> None:
     """Raise :class:`BudgetError` where ``item`` may not start ``argv``."""
     what = classify(argv)
-    command = ' '.join(argv)[:200]
     if what['kind'] == 'other':  # not an interpreter (MMEngine's environment report runs gcc)
         return
+    command = ' '.join(argv)[:200]
     if item.get_closest_marker('slow') is None:
         raise BudgetError(
             f'{item.nodeid} starts a subprocess ({command}) but is not marked slow: mark it '
-            '@pytest.mark.slow, or call the tool in process (helpers.load_tool(...).main)')
+            '@pytest.mark.slow, or call the tool in process (helpers.call_tool)')
     if what['trains'] and item.get_closest_marker('trains') is None:
         raise BudgetError(
             f'{item.nodeid} trains a model in a subprocess ({command}) outside the trained-'
@@ -145,16 +145,21 @@ def check_training(item: Optional[pytest.Item]) -> str:
     return 'test'
 
 
+def _starting(argv: List[str]) -> None:
+    """A test is about to start ``argv``: checked (unless only counting) and recorded."""
+    item = current_item()
+    if item is None:
+        return
+    if ENFORCE:
+        check_subprocess(item, argv)
+    record('subprocess', argv=argv[:6], **classify(argv))
+
+
 _original_popen_init = subprocess.Popen.__init__
 
 
 def _guarded_popen_init(self, args, *positional, **keywords):
-    item = current_item()
-    if item is not None:
-        argv = _argv(args)
-        if ENFORCE:
-            check_subprocess(item, argv)
-        record('subprocess', argv=argv[:6], **classify(argv))
+    _starting(_argv(args))
     _original_popen_init(self, args, *positional, **keywords)
 
 
@@ -164,12 +169,7 @@ _original_spawnv_passfds = None
 def _guarded_spawnv_passfds(path, args, passfds):
     """multiprocessing's ``spawn`` start method (a pool of MMRotate's mAP, say) starts
     interpreters without ``subprocess.Popen``: guarded and counted the same way."""
-    item = current_item()
-    if item is not None:
-        argv = [str(path), '-c', 'multiprocessing spawn']
-        if ENFORCE:
-            check_subprocess(item, argv)
-        record('subprocess', argv=argv, kind='python', trains=False)
+    _starting([os.fsdecode(path), '-c', 'multiprocessing spawn'])
     return _original_spawnv_passfds(path, args, passfds)
 
 

@@ -1,7 +1,6 @@
 """The fixtures the whole suite shares: the demo data, the trained-model cache, the real
 samples; the budget guards (``budget.py``) as a plugin. The helpers the test modules
-import (paths, demo configs, tool runners) are in ``helpers.py``; each folder's own
-``conftest.py`` holds the fixtures its tests share."""
+import (paths, demo configs, tool runners) are in ``helpers.py``."""
 import os
 import os.path as osp
 import sys
@@ -9,7 +8,7 @@ import sys
 import pytest
 from filelock import FileLock
 
-from helpers import REAL_SAMPLES, SEG_DEMO_CONFIG, DET_DEMO_CONFIG  # noqa: F401
+from helpers import DET_DEMO_CONFIG, REAL_SAMPLES, SEG_DEMO_CONFIG
 from model_cache import ModelCache
 
 pytest_plugins = ['budget', 'pytester']
@@ -63,7 +62,7 @@ def demo_data(run_root) -> str:
 
 
 @pytest.fixture(scope='session')
-def trained_models(run_root, demo_data):
+def trained_models(run_root):
     """The run's trained-model cache (``model_cache.py``): ``trained_models.get(config,
     data_root, iters)`` trains once per run, across workers, and hands out a read-only
     :class:`model_cache.TrainedModel`. The suite uses the variants below."""

@@ -1,5 +1,9 @@
 """Helpers shared by the test modules: the project's paths and demo configs, running tools
 in process or as subprocesses. The fixtures live in ``conftest.py`` files."""
+import contextlib
+import inspect
+import io
+import os
 import os.path as osp
 import socket
 import subprocess
@@ -46,16 +50,22 @@ def run_tools_together(*commands):
     return outputs
 
 
+def training_options(data_root: str, iters: int) -> dict:
+    """The settings the suite trains a config with (``--cfg-options`` of ``tools/train.py``,
+    or merged into a config): the config's schedule cut at ``iters`` (not rescaled),
+    batch 2, no validation, no data-loader workers, on ``data_root``."""
+    return {'train_cfg.max_iters': iters, 'train_dataloader.batch_size': 2,
+            'val_cfg': None, 'val_dataloader': None, 'val_evaluator': None,
+            'log_level': 'WARNING', 'train_dataloader.dataset.data_root': data_root,
+            'train_dataloader.num_workers': 0, 'train_dataloader.persistent_workers': False}
+
+
 def train_checkpoint(config: str, data_root: str, work_dir: str, iters: int) -> str:
-    """Train a demo config for ``iters`` iterations with ``tools/train.py`` in a subprocess
-    (no validation, no workers); returns the checkpoint path."""
+    """Train a config with :func:`training_options` through ``tools/train.py`` in a
+    subprocess; returns the checkpoint path."""
+    options = [f'{k}={v}' for k, v in training_options(data_root, iters).items()]
     run_tools_together([osp.join(PROJECT_ROOT, 'tools', 'train.py'), config, '--work-dir',
-                        work_dir, '--cfg-options', f'train_cfg.max_iters={iters}',
-                        'train_dataloader.batch_size=2', 'val_cfg=None', 'val_dataloader=None',
-                        'val_evaluator=None', 'log_level=WARNING',
-                        f'train_dataloader.dataset.data_root={data_root}',
-                        'train_dataloader.num_workers=0',
-                        'train_dataloader.persistent_workers=False'])
+                        work_dir, '--cfg-options', *options])
     checkpoint = osp.join(work_dir, f'iter_{iters}.pth')
     assert osp.isfile(checkpoint), checkpoint
     return checkpoint
@@ -77,10 +87,9 @@ def call_tool(relative_path: str, argv, cwd: str = PROJECT_ROOT) -> int:
     """Run ``tools/<relative_path>`` as its ``__main__`` block does (``run_tool(main)``:
     the tools' error convention), in this process, from ``cwd``; returns the exit status.
     For the tests whose subject is not the process boundary: they read the output with
-    ``capsys`` and save an interpreter start (about 10 s of imports each)."""
-    import os
+    ``capsys`` (or :func:`tool_result`) and save an interpreter start (about 10 s of
+    imports each)."""
     from reobench_cli import run_tool
-    import inspect
     module = load_tool(relative_path)
     argv = [str(a) for a in argv]
     before, before_argv = os.getcwd(), sys.argv
@@ -108,8 +117,6 @@ class ToolResult(NamedTuple):
 def tool_result(relative_path: str, argv, cwd: str = PROJECT_ROOT) -> ToolResult:
     """:func:`call_tool` with what it prints to ``sys.stdout`` and ``sys.stderr``
     captured, as a :class:`ToolResult`."""
-    import contextlib
-    import io
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = call_tool(relative_path, argv, cwd=cwd)

@@ -10,16 +10,17 @@ after training and checked each time the model is handed out and at the end of t
 so a test that writes into the cache fails (the suite runs as root in CI, where file
 modes would not stop it).
 
-Training runs in process through MMEngine's ``Runner`` with ``tools/train.py``'s
-settings for these tests: the config's schedule cut at ``iters`` (not rescaled), batch
-2, no validation, no dataloader workers, the given seed.
+Training runs in process through MMEngine's ``Runner`` with the settings
+``helpers.train_checkpoint`` gives ``tools/train.py`` (``helpers.training_options``: the
+config's schedule cut at ``iters``, batch 2, no validation, no dataloader workers) and
+the given seed.
 """
 import hashlib
 import json
 import os
 import os.path as osp
 import shutil
-from typing import Dict, List, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Set, Tuple
 
 from filelock import FileLock
 
@@ -51,7 +52,7 @@ class ModelCache:
     def __init__(self, root: str):
         self.root = root
         os.makedirs(root, exist_ok=True)
-        self._handed_out: Dict[str, Dict[str, Tuple[int, int]]] = {}
+        self._handed_out: Set[str] = set()
 
     def folder(self, config: str, data_root: str, iters: int, seed: int) -> str:
         key = json.dumps([osp.abspath(config), osp.abspath(data_root), iters, seed])
@@ -93,12 +94,12 @@ class ModelCache:
             raise AssertionError(
                 f'a test wrote into the trained-model cache {folder} ({", ".join(changed)}): '
                 'its models are read only; copy what you need to change into tmp_path')
-        self._handed_out[folder] = expected
+        self._handed_out.add(folder)
 
     def check_all(self) -> List[str]:
         """The cached folders this process handed out that were modified since."""
         broken = []
-        for folder in self._handed_out:
+        for folder in sorted(self._handed_out):
             try:
                 self.check(folder)
             except AssertionError as error:
@@ -110,19 +111,17 @@ class ModelCache:
         from mmengine.config import Config
         from mmengine.runner import Runner
 
+        from helpers import training_options
         from reobench_mm.engine.workdir import forget_runner_instances
         cfg = Config.fromfile(config)
         cfg.work_dir = work_dir
-        cfg.log_level = 'WARNING'
         cfg.randomness = dict(seed=seed, deterministic=False)
         cfg.experiment_name = osp.basename(work_dir)
+        # the dumped config's test set is the training data's too, for its users
         cfg.merge_from_dict({
-            'train_cfg.max_iters': iters, 'train_dataloader.batch_size': 2,
-            'train_dataloader.dataset.data_root': data_root,
-            'train_dataloader.num_workers': 0, 'train_dataloader.persistent_workers': False,
+            **training_options(data_root, iters),
             'test_dataloader.dataset.data_root': data_root,
             'test_dataloader.num_workers': 0, 'test_dataloader.persistent_workers': False})
-        cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
         import budget  # imported by pytest as the suite's plugin first
         with budget.cache_training():
             runner = Runner.from_cfg(cfg)

@@ -164,3 +164,20 @@ def test_the_list_of_modules_covered_elsewhere_is_current():
     assert stale == [], f'now named by a test file, remove from COVERED_ELSEWHERE: {stale}'
     for module, (test_file, _) in COVERED_ELSEWHERE.items():
         assert osp.isfile(osp.join(TESTS, test_file)), (module, test_file)
+
+
+def test_test_modules_import_test_modules_of_their_own_folder_only():
+    """pytest puts a test file's folder on ``sys.path``: a test file importing one of
+    another folder imports only when that folder was collected first (never when run
+    alone)."""
+    folder_of = {osp.basename(p)[:-3]: osp.dirname(p) for p in _test_files()}
+    crossing = []
+    for path in _test_files():
+        with open(path, encoding='utf-8') as handle:
+            tree = ast.parse(handle.read())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            crossing += [f'{osp.relpath(path, TESTS)} imports {n}' for n in names
+                         if n in folder_of and folder_of[n] != osp.dirname(path)]
+    assert crossing == []
