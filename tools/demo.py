@@ -34,7 +34,7 @@ from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_da
                                             tree_digest)
 from reobench_mm.datasets.synthetic_shift import (SHIFTED_DATA_VERSION, SHIFTED_SETS,
                                                   write_shifted_demo_data)
-from reobench_mm.engine import rescale_iter_schedule
+from reobench_mm.engine import release_dataloader_workers, rescale_iter_schedule
 from reobench_mm.evaluation.keys import ROTATED_DETECTION, SEGMENTATION, get_task
 from reobench_mm.robustness.plan import select_corruptions, select_severities
 from reobench_mm.errors import SweepError
@@ -150,7 +150,11 @@ def train_or_reuse(task: DemoTask, args: argparse.Namespace, data_changed: bool)
         print(f'[demo] {task.name}: training the tiny model for {iters} iterations '
               f'(config {osp.relpath(task.config, ROOT)})')
         start = time.time()
-        Runner.from_cfg(copy.deepcopy(cfg)).train()
+        runner = Runner.from_cfg(copy.deepcopy(cfg))
+        try:
+            runner.train()
+        finally:  # at once: the garbage collector would wait 5 s for each worker
+            release_dataloader_workers(runner)
         print(f'[demo] {task.name}: trained in {time.time() - start:.0f}s -> {checkpoint}')
         return checkpoint, True
     print(f'[demo] {task.name}: reusing {checkpoint} (--retrain to train again)')

@@ -151,6 +151,7 @@ def _train(config: str, model: str, fraction: float, seed: int, run_dir: str,
     from mmengine.runner import Runner
 
     from ..engine import rescale_iter_schedule
+    from ..engine.dataloader_workers import release_dataloader_workers
     cfg = prepare_train_config(config, work_dir=run_dir, cfg_options=cfg_options,
                                resume='auto' if resume_training else None)
     if iters is not None:
@@ -165,7 +166,10 @@ def _train(config: str, model: str, fraction: float, seed: int, run_dir: str,
     if isinstance(cfg.get('visualizer'), dict):
         cfg.visualizer.name = cfg.experiment_name
     runner = Runner.from_cfg(cfg)
-    runner.train()
+    try:
+        runner.train()
+    finally:  # not left to the garbage collector, which waits 5 s per worker
+        release_dataloader_workers(runner)
     dataset = runner.train_dataloader.dataset
     while not isinstance(dataset, FractionDataset):  # e.g. inside EpochIndexedDataset
         dataset = dataset.dataset

@@ -51,6 +51,7 @@ from mmengine.config import ConfigDict
 from ..analysis.report import Report
 from reobench_corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
+from ..engine.dataloader_workers import release_dataloader_workers
 from ..engine.workdir import (WorkDirLock, WorkDirSnapshot, check_writable,
                               forget_runner_instances, remove_empty_dirs,
                               wait_for_fresh_log_folder)
@@ -298,8 +299,11 @@ class RobustnessSweep:
         main = is_main_process()
         with self._work_dir_guard(main):
             self.build()
-            self.loop.run(on_condition)
-            self.runner.call_hook('after_run')
+            try:
+                self.loop.run(on_condition)
+                self.runner.call_hook('after_run')
+            finally:  # not left to the garbage collector, which waits 5 s per worker
+                release_dataloader_workers(self.runner)
         barrier()
         outcome = self.loop.outcome
         outcome.wall_seconds = time.perf_counter() - start
