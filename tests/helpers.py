@@ -38,12 +38,22 @@ def demo_config(path: str, data_root: str, work_dir: str, iters: int) -> Config:
     return cfg
 
 
-def run_tools_together(*commands):
+def run_tools_together(*commands, meanwhile=None):
     """Run Python tools concurrently (their start-up is mostly single-threaded imports);
-    each must succeed. Returns their combined stdout/stderr texts."""
+    each must succeed. Returns their combined stdout/stderr texts. ``meanwhile()``, when
+    given, runs in this process while they run (this package's own tools called in
+    process beside the stock tools a test starts)."""
     processes = [subprocess.Popen([sys.executable, *command], cwd=PROJECT_ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for command in commands]
+    try:
+        if meanwhile is not None:
+            meanwhile()
+    except BaseException:
+        for process in processes:
+            process.kill()
+            process.communicate()
+        raise
     outputs = [process.communicate()[0] for process in processes]
     for process, output in zip(processes, outputs):
         assert process.returncode == 0, output[-5000:]

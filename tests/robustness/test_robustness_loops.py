@@ -16,16 +16,14 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
-from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together,
-                      toolbox_file)
+from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, call_tool,
+                     run_tools_together, toolbox_file)
 from reobench_corruptions.condition import Condition
 from reobench_mm.errors import SweepError
 from reobench_mm.robustness.test_loop import RobustnessTestLoop
 from reobench_mm.robustness.val_loop import RobustnessValLoop
 from sweep_helpers import untrained_checkpoint
 
-SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
-TEST_TOOL = osp.join(PROJECT_ROOT, 'tools', 'test.py')
 
 
 
@@ -74,14 +72,18 @@ def test_stock_mmseg_test_tool_with_the_robustness_loop_matches_the_sweep(demo_d
     options = _cli(_data_options(data_root))
     stock_dir, sweep_dir = str(tmp_path / 'stock'), str(tmp_path / 'sweep')
     ours_dir = str(tmp_path / 'ours')
+
+    def ours():  # this package's tools in process (the stock tool's boundary is checked)
+        assert call_tool('test.py', [derived, checkpoint, '--work-dir', ours_dir,
+                                     '--cfg-options', *options]) == 0
+        assert call_tool('robustness_test.py', [
+            SEG_DEMO_CONFIG, checkpoint, '--corruptions', 'gaussian_noise', 'rotate',
+            '--severities', '1', '5', '--work-dir', sweep_dir, '--cfg-options',
+            *options]) == 0
+
     outputs = run_tools_together(
-        [TEST_TOOL, str(derived), checkpoint, '--work-dir', ours_dir, '--cfg-options',
-         *options],
         [stock, str(derived), checkpoint, '--work-dir', stock_dir, '--cfg-options', *options,
-         'log_level=INFO'],
-        [SWEEP_TOOL, SEG_DEMO_CONFIG, checkpoint, '--corruptions', 'gaussian_noise', 'rotate',
-         '--severities', '1', '5', '--work-dir', sweep_dir, '--cfg-options', *options])
-    outputs = outputs[1:]
+         'log_level=INFO'], meanwhile=ours)
     stock_records, sweep_records = _records(stock_dir), _records(sweep_dir)
     assert _records(ours_dir) == sweep_records  # this package's tools/test.py too
     with open(osp.join(ours_dir, 'metrics_robustness.json')) as handle:

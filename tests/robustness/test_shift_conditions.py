@@ -16,8 +16,8 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
-from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together,
-                      toolbox_file)
+from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, call_tool,
+                     run_tools_together, toolbox_file)
 from reobench_corruptions.condition import Condition
 from reobench_mm.analysis.shift_table import shift_block, shift_lines, shift_metric_keys
 from reobench_mm.errors import FingerprintMismatchError, SweepError
@@ -28,7 +28,6 @@ from reobench_mm.robustness.options import RobustnessOptions
 from reobench_mm.robustness.shift_sets import ShiftCondition, parse_shifts
 from sweep_helpers import condition_records, untrained_checkpoint
 
-SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
 
 
 def _potsdam_set(root, **extra):
@@ -197,14 +196,19 @@ def test_a_shifted_segmentation_set_equals_mmsegs_stock_tool(demo_data, tmp_path
         f"dataset={_potsdam_set(shifted)!r}, corruptions=['haze'], severities=[3])))\n")
     common = ['log_level=INFO', 'test_dataloader.num_workers=0',
               'test_dataloader.persistent_workers=False']
+
+    def sweep():  # this package's sweep tool, in process beside the stock tool
+        assert call_tool('robustness_test.py', [
+            SEG_DEMO_CONFIG, checkpoint, '--corruptions', 'haze', '--severities', '3',
+            '--no-plots', '--work-dir', tmp_path / 'sweep', '--cfg-options',
+            f'test_dataloader.dataset.data_root={shifted}', *common]) == 0
+
     outputs = run_tools_together(
         [stock, str(derived), checkpoint, '--work-dir', str(tmp_path / 'loop'),
          '--cfg-options', f'test_dataloader.dataset.data_root={data_root}', *common],
         [stock, SEG_DEMO_CONFIG, checkpoint, '--work-dir', str(tmp_path / 'alone'),
          '--cfg-options', f'test_dataloader.dataset.data_root={shifted}', *common],
-        [SWEEP_TOOL, SEG_DEMO_CONFIG, checkpoint, '--corruptions', 'haze', '--severities',
-         '3', '--no-plots', '--work-dir', str(tmp_path / 'sweep'), '--cfg-options',
-         f'test_dataloader.dataset.data_root={shifted}', *common])
+        meanwhile=sweep)
     records = condition_records(str(tmp_path / 'loop'))
     assert sorted(records) == ['clean', 'haze@3', 'shift/potsdam_shifted',
                                'shift/potsdam_shifted/haze@3']

@@ -15,7 +15,8 @@ from mmengine.config import Config
 from mmengine.registry import DATASETS, DefaultScope
 
 import reobench_mm  # noqa: F401  (registration)
-from helpers import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, run_tools_together
+from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, call_tool,
+                     run_tools_together)
 from reobench_mm.fileio import dump_json_atomic
 from reobench_mm.utils.config import (check_corruption_args, corruption_settings,
                                       corruption_tag, get_test_pipelines, infer_task,
@@ -511,11 +512,15 @@ def test_the_plugin_line_on_the_command_line_is_not_imported_but_a_wrapper_is(de
     wrapper.write_text("_base_ = ['mmseg::pspnet/pspnet_r18-d8_4xb4-80k_potsdam-512x512.py']\n"
                        "custom_imports = dict(imports=['reobench_mm'], "
                        "allow_failed_imports=False)\n")
-    stock, ours = run_tools_together(
+
+    def ours():  # this package's tools/test.py, in process beside the stock tool
+        assert call_tool('test.py', [stock_config, checkpoint, '--work-dir',
+                                     tmp_path / 'ours', '--corruption', 'cloud',
+                                     '--severity', '3', '--cfg-options', *loader]) == 0
+
+    stock, = run_tools_together(
         [stock_tool, str(wrapper), checkpoint, '--work-dir', str(tmp_path / 'wrapper'),
-         '--cfg-options', *condition, *loader, 'log_level=INFO'],
-        [TEST_TOOL, stock_config, checkpoint, '--work-dir', str(tmp_path / 'ours'),
-         '--corruption', 'cloud', '--severity', '3', '--cfg-options', *loader])
+         '--cfg-options', *condition, *loader, 'log_level=INFO'], meanwhile=ours)
     assert 'test condition: cloud severity 3' in stock
     logged = [float(v) for v in __import__('re').findall(r'mIoU: ([0-9.]+)', stock)]
     with open(tmp_path / 'ours' / 'metrics_cloud_s3.json') as handle:
