@@ -29,14 +29,9 @@ def _cfg(config, data_root, work_dir, checkpoint, batch_size=1, **test_cfg):
 
 
 @pytest.fixture(scope='module')
-def seg_checkpoint(seg_model_200):
-    return seg_model_200.checkpoint
-
-
-@pytest.fixture(scope='module')
-def seg_run(demo_data, seg_checkpoint, tmp_path_factory):
+def seg_run(demo_data, trained_seg_checkpoint, tmp_path_factory):
     work_dir = str(tmp_path_factory.mktemp('seg_attacks'))
-    cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, seg_checkpoint,
+    cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, trained_seg_checkpoint,
                corruptions=['haze'], severities=[3], bootstrap=200, attacks=SEG_ATTACKS)
     cfg.test_cfg.plots = True
     runner = Runner.from_cfg(cfg)
@@ -127,28 +122,28 @@ def test_logger_keys_report_and_plot(seg_run):
 
 
 def test_a_rerun_resumes_and_changed_settings_are_evaluated_again(seg_run, demo_data,
-                                                                 seg_checkpoint):
+                                                                 trained_seg_checkpoint):
     work_dir, _, _ = seg_run
     before = condition_records(work_dir)
-    cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, seg_checkpoint,
+    cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, trained_seg_checkpoint,
                corruptions=['haze'], severities=[3], bootstrap=200, attacks=SEG_ATTACKS)
     runner = Runner.from_cfg(cfg)
     runner.test()
     assert runner.test_loop.outcome.evaluated == []
     assert condition_records(work_dir) == before
     changed = dict(SEG_ATTACKS, pgd=dict(eps=[8], steps=2))
-    cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, seg_checkpoint,
+    cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, trained_seg_checkpoint,
                corruptions=['haze'], severities=[3], bootstrap=200, attacks=changed)
     runner = Runner.from_cfg(cfg)
     runner.test()
     assert [c.key for c in runner.test_loop.outcome.evaluated] == ['adv/pgd_eps8']
 
 
-def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, seg_checkpoint, tmp_path):
+def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, trained_seg_checkpoint, tmp_path):
     results = []
     for batch_size in (1, 4):
         work_dir = str(tmp_path / f'b{batch_size}')
-        cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, seg_checkpoint,
+        cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, trained_seg_checkpoint,
                    batch_size=batch_size, corruptions=['haze'], severities=[1], bootstrap=0,
                    attacks=dict(segpgd=dict(eps=[4], steps=2)))
         Runner.from_cfg(cfg).test()
@@ -159,17 +154,17 @@ def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, seg_checkpoin
     assert np.array_equal(results[0][1], results[1][1])
 
 
-def test_attacks_are_refused_with_shards_and_bad_entries(demo_data, seg_checkpoint, tmp_path):
+def test_attacks_are_refused_with_shards_and_bad_entries(demo_data, trained_seg_checkpoint, tmp_path):
     root = osp.join(demo_data, 'potsdam')
     with pytest.raises(SweepError, match='attacks cannot be sharded yet'):
-        Runner.from_cfg(_cfg(SEG_DEMO_CONFIG, root, str(tmp_path), seg_checkpoint,
+        Runner.from_cfg(_cfg(SEG_DEMO_CONFIG, root, str(tmp_path), trained_seg_checkpoint,
                              shard='0/2', attacks=dict(pgd=dict(eps=[8])))).test()
     with pytest.raises(SweepError, match=r"attacks\['pgd'\]: eps is required"):
-        Runner.from_cfg(_cfg(SEG_DEMO_CONFIG, root, str(tmp_path), seg_checkpoint,
+        Runner.from_cfg(_cfg(SEG_DEMO_CONFIG, root, str(tmp_path), trained_seg_checkpoint,
                              attacks=dict(pgd=dict(steps=2)))).test()
     with pytest.raises(SweepError, match='cospgd is defined for segmentation'):
         Runner.from_cfg(_cfg(DET_DEMO_CONFIG, osp.join(demo_data, 'dior'), str(tmp_path),
-                             seg_checkpoint, attacks=dict(cospgd=dict(eps=[8])))).test()
+                             trained_seg_checkpoint, attacks=dict(cospgd=dict(eps=[8])))).test()
 
 
 def test_rotated_detection_attacks(demo_data, det_model, tmp_path):
@@ -230,7 +225,7 @@ def _rotated_map(stats, choice):
 
 
 @pytest.mark.slow
-def test_mmseg_tools_test_runs_an_attack_condition(demo_data, seg_checkpoint, tmp_path):
+def test_mmseg_tools_test_runs_an_attack_condition(demo_data, trained_seg_checkpoint, tmp_path):
     stock = toolbox_file('mmseg', 'tools', 'test.py')
     data_root = osp.join(demo_data, 'potsdam')
     derived = tmp_path / 'upernet_attack.py'
@@ -244,8 +239,8 @@ def test_mmseg_tools_test_runs_an_attack_condition(demo_data, seg_checkpoint, tm
     sweep_tool = osp.join(osp.dirname(SEG_DEMO_CONFIG), '..', '..', 'tools',
                           'robustness_test.py')
     run_tools_together(
-        [stock, str(derived), seg_checkpoint, '--work-dir', str(tmp_path / 'loop'), *common],
-        [sweep_tool, str(derived), seg_checkpoint, '--corruptions', 'haze', '--severities',
+        [stock, str(derived), trained_seg_checkpoint, '--work-dir', str(tmp_path / 'loop'), *common],
+        [sweep_tool, str(derived), trained_seg_checkpoint, '--corruptions', 'haze', '--severities',
          '3', '--no-plots', '--work-dir', str(tmp_path / 'sweep'), *common])
     records = condition_records(str(tmp_path / 'loop'))
     assert sorted(records) == ['adv/pgd_eps0', 'adv/pgd_eps4', 'clean', 'haze@3']

@@ -34,16 +34,11 @@ def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, tmp_path, con
     assert_same_up_to_batching(runs[0], str(tmp_path / 'b1'), runs[1], str(tmp_path / 'b4'))
 
 
-@pytest.fixture(scope='module')
-def seg_checkpoint(seg_model_200):
-    return seg_model_200.checkpoint
-
-
 def test_bf16_changes_the_numbers_only_a_little_and_is_fingerprinted(demo_data, tmp_path,
-                                                                     seg_checkpoint):
+                                                                     trained_seg_checkpoint):
     root = osp.join(demo_data, 'potsdam')
-    fp32 = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fp32'), seg_checkpoint)
-    bf16 = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'bf16'), seg_checkpoint,
+    fp32 = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fp32'), trained_seg_checkpoint)
+    bf16 = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'bf16'), trained_seg_checkpoint,
                 precision='bf16')
     for key in fp32:
         a, b = fp32[key]['result']['value'], bf16[key]['result']['value']
@@ -52,13 +47,13 @@ def test_bf16_changes_the_numbers_only_a_little_and_is_fingerprinted(demo_data, 
         assert 'precision' not in fp32[key]['fingerprint']
     assert any(fp32[k]['metrics'] != bf16[k]['metrics'] for k in fp32)  # it did run in bf16
     with pytest.raises(FingerprintMismatchError, match='precision'):
-        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fp32'), seg_checkpoint, precision='bf16')
+        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fp32'), trained_seg_checkpoint, precision='bf16')
 
 
-def test_bad_precisions_are_refused(demo_data, tmp_path, seg_checkpoint):
+def test_bad_precisions_are_refused(demo_data, tmp_path, trained_seg_checkpoint):
     root = osp.join(demo_data, 'potsdam')
     with pytest.raises(SweepError, match="precision must be one of"):
-        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'a'), seg_checkpoint, precision='int8')
+        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'a'), trained_seg_checkpoint, precision='int8')
     with pytest.raises(SweepError, match='give one of them'):
-        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'b'), seg_checkpoint, fp16=True,
+        _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'b'), trained_seg_checkpoint, fp16=True,
              precision='bf16')

@@ -21,11 +21,6 @@ GEOMETRIC = ['rotate', 'scale', 'translate']
 IN_PIPELINE = ['compression_artifacts']
 
 
-@pytest.fixture(scope='module')
-def checkpoint(seg_model_200):
-    return seg_model_200.checkpoint
-
-
 def _run(demo_data, work_dir, checkpoint, **options):
     cfg = robustness_cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir, checkpoint,
                          corruptions=DETERMINISTIC + ['gaussian_noise'] + GEOMETRIC
@@ -36,9 +31,9 @@ def _run(demo_data, work_dir, checkpoint, **options):
 
 
 @pytest.fixture(scope='module')
-def runs(demo_data, checkpoint, tmp_path_factory):
+def runs(demo_data, trained_seg_checkpoint, tmp_path_factory):
     root = tmp_path_factory.mktemp('device')
-    return {name: _run(demo_data, str(root / name), checkpoint, **options)
+    return {name: _run(demo_data, str(root / name), trained_seg_checkpoint, **options)
             for name, options in (('pipeline', {}), ('model', dict(corruption_device='model')),
                                   ('fan_out', dict(corruption_device='model', fan_out=5)))}
 
@@ -67,20 +62,20 @@ def test_fan_out_on_the_device_equals_condition_by_condition(runs):
         assert model[key]['metrics'] == fan[key]['metrics'], key
 
 
-def test_the_device_is_fingerprinted(runs, demo_data, checkpoint, tmp_path):
+def test_the_device_is_fingerprinted(runs, demo_data, trained_seg_checkpoint, tmp_path):
     assert runs['model']['haze@3']['fingerprint']['corruption_device'] == 'model'
     assert 'corruption_device' not in runs['pipeline']['haze@3']['fingerprint']
     work_dir = str(tmp_path / 'mixed')
-    _run(demo_data, work_dir, checkpoint)
+    _run(demo_data, work_dir, trained_seg_checkpoint)
     with pytest.raises(FingerprintMismatchError, match='corruption_device'):
-        _run(demo_data, work_dir, checkpoint, corruption_device='model')
+        _run(demo_data, work_dir, trained_seg_checkpoint, corruption_device='model')
 
 
-def test_refusals(demo_data, checkpoint, tmp_path):
+def test_refusals(demo_data, trained_seg_checkpoint, tmp_path):
     with pytest.raises(SweepError, match='corruption_device must be one of'):
-        _run(demo_data, str(tmp_path / 'a'), checkpoint, corruption_device='gpu')
+        _run(demo_data, str(tmp_path / 'a'), trained_seg_checkpoint, corruption_device='gpu')
     cfg = robustness_cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'b'),
-                         checkpoint, corruptions=['haze'], severities=[3], bootstrap=0,
+                         trained_seg_checkpoint, corruptions=['haze'], severities=[3], bootstrap=0,
                          corruption_device='model')
     pipeline = cfg.test_dataloader.dataset.pipeline
     pipeline.insert(1, dict(type='Resize', scale=(128, 128), keep_ratio=True))

@@ -35,20 +35,14 @@ def _run(config, data_root, work_dir, checkpoint, workers=0, **options):
     return runner.test_loop.outcome
 
 
-@pytest.fixture(scope='module')
-def seg_checkpoint(tmp_path_factory):
-    return untrained_checkpoint(SEG_DEMO_CONFIG,
-                                str(tmp_path_factory.mktemp('ck') / 'seg.pth'))
-
-
 @pytest.mark.slow  # 7 s or more: left out of make test-fast
 @pytest.mark.parametrize('workers', [0, 2])
-def test_fan_out_writes_the_records_of_the_per_condition_loop(demo_data, seg_checkpoint,
+def test_fan_out_writes_the_records_of_the_per_condition_loop(demo_data, untrained_seg_checkpoint,
                                                               tmp_path, workers):
     root = osp.join(demo_data, 'potsdam')
-    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), seg_checkpoint, workers,
+    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), untrained_seg_checkpoint, workers,
          calibration=True)
-    outcome = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fan'), seg_checkpoint, workers,
+    outcome = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'fan'), untrained_seg_checkpoint, workers,
                    calibration=True, fan_out=4)
     assert len(outcome.evaluated) == 9
     one, fan = condition_records(str(tmp_path / 'one')), condition_records(str(tmp_path / 'fan'))
@@ -97,16 +91,16 @@ def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, 
                                str(tmp_path / 'joined'))
 
 
-def test_sharded_fan_out_runs_merge_to_the_per_condition_numbers(demo_data, seg_checkpoint,
+def test_sharded_fan_out_runs_merge_to_the_per_condition_numbers(demo_data, untrained_seg_checkpoint,
                                                                  tmp_path):
     """Two shards, each with fan-out, merged: the records and ``results.json`` numbers of
     the unsharded per-condition run."""
     from reobench_mm.robustness.shards import merge_sweeps
     root = osp.join(demo_data, 'potsdam')
-    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), seg_checkpoint)
+    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), untrained_seg_checkpoint)
     folders = [str(tmp_path / f'shard{i}') for i in range(2)]
     for i, folder in enumerate(folders):
-        _run(SEG_DEMO_CONFIG, root, folder, seg_checkpoint, fan_out=3, shard=f'{i}/2')
+        _run(SEG_DEMO_CONFIG, root, folder, untrained_seg_checkpoint, fan_out=3, shard=f'{i}/2')
     merged = merge_sweeps(folders, str(tmp_path / 'merged'), plots=False)
     records = {}
     for folder in folders:
@@ -116,15 +110,15 @@ def test_sharded_fan_out_runs_merge_to_the_per_condition_numbers(demo_data, seg_
                (merged.files['results.json'], str(tmp_path / 'one' / 'results.json'))]
     assert numbers[0] == numbers[1]
     # the records do not depend on fan-out: a fan-out run reuses the per-condition ones
-    again = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), seg_checkpoint, fan_out=3,
+    again = _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'one'), untrained_seg_checkpoint, fan_out=3,
                  fan_out_batch=2)
     assert again.evaluated == [] and len(again.skipped) == 9
 
 
-def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, seg_checkpoint, tmp_path,
+def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, untrained_seg_checkpoint, tmp_path,
                                                          monkeypatch):
     root = osp.join(demo_data, 'potsdam')
-    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'ref'), seg_checkpoint)
+    _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'ref'), untrained_seg_checkpoint)
     passes = []
     real = fan_out_module.run_pass
 
@@ -137,34 +131,34 @@ def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, seg_checkpoi
     monkeypatch.setattr('reobench_mm.robustness.fan_out.run_pass', dies_in_the_second_pass)
     work_dir = str(tmp_path / 'fan')
     with pytest.raises(KeyboardInterrupt):
-        _run(SEG_DEMO_CONFIG, root, work_dir, seg_checkpoint, fan_out=4)
+        _run(SEG_DEMO_CONFIG, root, work_dir, untrained_seg_checkpoint, fan_out=4)
     assert passes[0] == ['clean', 'haze@1', 'haze@3', 'rotate@1']
     assert sorted(condition_records(work_dir)) == sorted(passes[0])  # the first group was written
     monkeypatch.setattr('reobench_mm.robustness.fan_out.run_pass', real)
-    outcome = _run(SEG_DEMO_CONFIG, root, work_dir, seg_checkpoint, fan_out=4)
+    outcome = _run(SEG_DEMO_CONFIG, root, work_dir, untrained_seg_checkpoint, fan_out=4)
     assert sorted(c.key for c in outcome.evaluated) == sorted(
         set(condition_records(str(tmp_path / 'ref'))) - set(passes[0]))
     assert _comparable(condition_records(work_dir)) == _comparable(condition_records(str(tmp_path / 'ref')))
 
 
-def test_the_option_is_checked_and_the_sweep_tool_takes_it(demo_data, seg_checkpoint,
+def test_the_option_is_checked_and_the_sweep_tool_takes_it(demo_data, untrained_seg_checkpoint,
                                                            tmp_path):
     with pytest.raises(SweepError, match='fan_out must be a number of conditions'):
         _run(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'bad'),
-             seg_checkpoint, fan_out=-1)
+             untrained_seg_checkpoint, fan_out=-1)
     with pytest.raises(SweepError, match='fan_out_batch must be a number of conditions'):
         _run(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'bad'),
-             seg_checkpoint, fan_out=4, fan_out_batch=0)
+             untrained_seg_checkpoint, fan_out=4, fan_out_batch=0)
     with pytest.raises(SweepError, match='set fan_out to 2 or more too'):
         _run(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'bad'),
-             seg_checkpoint, fan_out_batch=2)
+             untrained_seg_checkpoint, fan_out_batch=2)
     tool = load_tool('robustness_test.py')
     common = ['--corruptions', 'haze', '--severities', '1', '2', '--no-plots',
               '--cfg-options', f'test_dataloader.dataset.data_root='
               f'{osp.join(demo_data, "potsdam")}', 'test_dataloader.num_workers=0',
               'log_level=WARNING']
     for name, extra in (('one', []), ('fan', ['--fan-out', '3', '--fan-out-batch', '2'])):
-        assert run_tool(tool.main, [SEG_DEMO_CONFIG, seg_checkpoint, '--work-dir',
+        assert run_tool(tool.main, [SEG_DEMO_CONFIG, untrained_seg_checkpoint, '--work-dir',
                                     str(tmp_path / name), *extra, *common]) == 0
     assert _comparable(condition_records(str(tmp_path / 'one'))) == \
         _comparable(condition_records(str(tmp_path / 'fan')))

@@ -16,7 +16,7 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
-from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, call_tool,
+from helpers import (DET_DEMO_CONFIG, SEG_DEMO_CONFIG, call_tool,
                      run_tools_together, toolbox_file)
 from reobench_corruptions.condition import Condition
 from reobench_mm.analysis.shift_table import shift_block, shift_lines, shift_metric_keys

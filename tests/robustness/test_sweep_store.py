@@ -25,7 +25,7 @@ from reobench_mm.errors import SweepError, WorkDirLockedError
 from reobench_mm.robustness.shards import merge_sweeps
 from reobench_mm.robustness.sweep import FingerprintMismatchError, RobustnessSweep
 from reobench_mm.datasets.synthetic import make_demo_data
-from sweep_helpers import listing, sweep_options, untrained_checkpoint
+from sweep_helpers import listing, sweep_options
 
 SWEEP_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_test.py')
 MERGE_TOOL = osp.join(PROJECT_ROOT, 'tools', 'robustness_merge.py')
@@ -50,16 +50,10 @@ def small_data(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def checkpoint(tmp_path_factory):
-    return untrained_checkpoint(SEG_DEMO_CONFIG,
-                                str(tmp_path_factory.mktemp('sweep_store_ckpt') / 'init.pth'))
-
-
-@pytest.fixture(scope='module')
-def reference(small_data, checkpoint, tmp_path_factory):
+def reference(small_data, untrained_seg_checkpoint, tmp_path_factory):
     """A finished sweep (clean, haze at severities 1-4) that the tests copy."""
     work_dir = str(tmp_path_factory.mktemp('sweep_store_reference') / 'work')
-    outcome = _sweep(checkpoint, small_data, work_dir).run()
+    outcome = _sweep(untrained_seg_checkpoint, small_data, work_dir).run()
     assert outcome.evaluated == CONDITIONS
     return work_dir
 
@@ -102,7 +96,7 @@ def _error_lines(text):
 # ----------------------------------------------------------------------------- records
 
 def test_malformed_or_edited_condition_files_are_evaluated_again(reference, small_data,
-                                                                checkpoint, tmp_path):
+                                                                untrained_seg_checkpoint, tmp_path):
     work_dir = _copy(reference, tmp_path)
     files = {tag: _condition_file(work_dir, tag) for tag in TAGS}
     edited = _read(files['clean'])  # a well-formed record with a hand-edited value
@@ -118,7 +112,7 @@ def test_malformed_or_edited_condition_files_are_evaluated_again(reference, smal
         text = handle.read()
     _write(files['haze_s4'], text[:len(text) // 2])  # cut short
 
-    sweep = _sweep(checkpoint, small_data, work_dir)
+    sweep = _sweep(untrained_seg_checkpoint, small_data, work_dir)
     # the report never uses such files
     with pytest.raises(SweepError, match=r'clean\.json its result \(value 99\.0\) does not '
                        r'match its metrics'):
@@ -142,10 +136,10 @@ def test_malformed_or_edited_condition_files_are_evaluated_again(reference, smal
         assert a.read() == b.read()
 
 
-def test_merge_refuses_malformed_files_and_manifests(reference, small_data, checkpoint,
+def test_merge_refuses_malformed_files_and_manifests(reference, small_data, untrained_seg_checkpoint,
                                                      tmp_path, capsys):
     work_dir = _copy(reference, tmp_path)
-    outcome = _sweep(checkpoint, small_data, work_dir, shard='0/1').run()
+    outcome = _sweep(untrained_seg_checkpoint, small_data, work_dir, shard='0/1').run()
     assert outcome.evaluated == [] and outcome.manifest
     merge = _load_tool(MERGE_TOOL)
     out = str(tmp_path / 'merged')
@@ -169,7 +163,7 @@ def test_merge_refuses_malformed_files_and_manifests(reference, small_data, chec
 
 # ----------------------------------------------------------------------------- fingerprint
 
-def test_changed_base_config_is_refused_naming_the_config(reference, small_data, checkpoint,
+def test_changed_base_config_is_refused_naming_the_config(reference, small_data, untrained_seg_checkpoint,
                                                            tmp_path):
     base = tmp_path / 'base.py'
     child = tmp_path / 'child.py'
@@ -177,7 +171,7 @@ def test_changed_base_config_is_refused_naming_the_config(reference, small_data,
     child.write_text("_base_ = ['./base.py']\n")
     work_dir = _copy(reference, tmp_path)
     # the same resolved config through other files: the finished conditions are reused
-    assert _sweep(checkpoint, small_data, work_dir, config=str(child)).run().evaluated == []
+    assert _sweep(untrained_seg_checkpoint, small_data, work_dir, config=str(child)).run().evaluated == []
 
     # an inherited base file changes a setting the numbers depend on
     base.write_text(f'_base_ = [{SEG_DEMO_CONFIG!r}]\n'
@@ -186,12 +180,12 @@ def test_changed_base_config_is_refused_naming_the_config(reference, small_data,
     with pytest.raises(FingerprintMismatchError,
                        match=r'clean\.json was written for other inputs: the config differs '
                        r'\(config: the resolved config .*--force') as info:
-        _sweep(checkpoint, small_data, work_dir, config=str(child)).run()
+        _sweep(untrained_seg_checkpoint, small_data, work_dir, config=str(child)).run()
     assert info.value.parts == ['config']
     assert listing(work_dir) == before
 
 
-def test_rewritten_test_image_is_refused_naming_the_data(reference, small_data, checkpoint,
+def test_rewritten_test_image_is_refused_naming_the_data(reference, small_data, untrained_seg_checkpoint,
                                                          tmp_path):
     work_dir = _copy(reference, tmp_path)
     image = sorted(glob(osp.join(small_data, 'img_dir', 'val', '*.png')))[0]
@@ -206,19 +200,19 @@ def test_rewritten_test_image_is_refused_naming_the_data(reference, small_data, 
         with pytest.raises(FingerprintMismatchError,
                            match=r'was written for other inputs: the data differs \(data: '
                            r'test images, annotations or their listing changed') as info:
-            _sweep(checkpoint, small_data, work_dir).run()
+            _sweep(untrained_seg_checkpoint, small_data, work_dir).run()
         assert info.value.parts == ['data']
         assert listing(work_dir) == before
     finally:
         with open(image, 'wb') as handle:
             handle.write(original)
         os.utime(image, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert _sweep(checkpoint, small_data, work_dir).run().evaluated == []  # as before
+    assert _sweep(untrained_seg_checkpoint, small_data, work_dir).run().evaluated == []  # as before
 
 
 # ----------------------------------------------------------------------------- the lock
 
-def test_a_second_sweep_into_a_busy_work_dir_is_refused(reference, small_data, checkpoint,
+def test_a_second_sweep_into_a_busy_work_dir_is_refused(reference, small_data, untrained_seg_checkpoint,
                                                         tmp_path):
     work_dir = _copy(reference, tmp_path)
     os.remove(_condition_file(work_dir, 'haze_s4'))
@@ -229,17 +223,17 @@ def test_a_second_sweep_into_a_busy_work_dir_is_refused(reference, small_data, c
         assert LOCK_FILE in before
         with pytest.raises(WorkDirLockedError,
                            match=rf'is in use by another sweep \(pid {os.getpid()}, host '):
-            _sweep(checkpoint, small_data, work_dir).run()
+            _sweep(untrained_seg_checkpoint, small_data, work_dir).run()
         assert listing(work_dir) == before  # nothing written, the lock file untouched
         refusals.append(condition)
 
-    outcome = _sweep(checkpoint, small_data, work_dir).run(on_condition=start_another)
+    outcome = _sweep(untrained_seg_checkpoint, small_data, work_dir).run(on_condition=start_another)
     assert outcome.evaluated == [('haze', 4)] and refusals == [('haze', 4)]
     assert not osp.exists(osp.join(work_dir, LOCK_FILE))
 
 
 @pytest.mark.slow
-def test_the_lock_of_a_killed_sweep_does_not_block(reference, small_data, checkpoint,
+def test_the_lock_of_a_killed_sweep_does_not_block(reference, small_data, untrained_seg_checkpoint,
                                                    tmp_path):
     work_dir = _copy(reference, tmp_path)
     lock_file = osp.join(work_dir, LOCK_FILE)
@@ -256,13 +250,13 @@ time.sleep(300)
         with pytest.raises(WorkDirLockedError,
                            match=rf'in use by another sweep \(pid {holder.pid}, host elsewhere'
                            r', started then\)'):
-            _sweep(checkpoint, small_data, work_dir).run()
+            _sweep(untrained_seg_checkpoint, small_data, work_dir).run()
     finally:
         holder.kill()
         holder.wait()
         holder.stdout.close()
     assert osp.exists(lock_file)  # left behind by the killed sweep
-    outcome = _sweep(checkpoint, small_data, work_dir).run()
+    outcome = _sweep(untrained_seg_checkpoint, small_data, work_dir).run()
     assert outcome.skipped == CONDITIONS and osp.isfile(osp.join(work_dir, 'results.json'))
     assert not osp.exists(lock_file)
 
@@ -276,7 +270,7 @@ time.sleep(300)
 
 # ----------------------------------------------------------------------------- write errors
 
-def test_a_full_disk_is_a_clean_error_and_the_rerun_resumes(reference, small_data, checkpoint,
+def test_a_full_disk_is_a_clean_error_and_the_rerun_resumes(reference, small_data, untrained_seg_checkpoint,
                                                             tmp_path, monkeypatch, capsys):
     work_dir = _copy(reference, tmp_path)
     for tag in ('haze_s3', 'haze_s4'):
@@ -293,7 +287,7 @@ def test_a_full_disk_is_a_clean_error_and_the_rerun_resumes(reference, small_dat
 
     monkeypatch.setattr(sweep_module, 'dump_json_atomic', fill_up)
     tool = _load_tool(SWEEP_TOOL)
-    assert tool.main(_tool_arguments(checkpoint, small_data, work_dir)) == 2
+    assert tool.main(_tool_arguments(untrained_seg_checkpoint, small_data, work_dir)) == 2
     err = capsys.readouterr().err
     assert 'Traceback' not in err
     assert _error_lines(err) == [f'error: cannot write {full}: No space left on device '
@@ -313,7 +307,7 @@ def test_a_full_disk_is_a_clean_error_and_the_rerun_resumes(reference, small_dat
 
     monkeypatch.setattr(report_module, 'atomic_write_text', no_space)
     os.remove(osp.join(work_dir, 'results.json'))
-    assert tool.main(_tool_arguments(checkpoint, small_data, work_dir)) == 2
+    assert tool.main(_tool_arguments(untrained_seg_checkpoint, small_data, work_dir)) == 2
     assert _error_lines(capsys.readouterr().err) == [
         f'error: cannot write the report in {work_dir}: No space left on device (finished '
         'conditions are kept; rerun to resume)']
@@ -321,14 +315,14 @@ def test_a_full_disk_is_a_clean_error_and_the_rerun_resumes(reference, small_dat
     assert not osp.exists(osp.join(work_dir, 'results.json'))
 
     monkeypatch.setattr(report_module, 'atomic_write_text', write_text)
-    outcome = _sweep(checkpoint, small_data, work_dir).run()
+    outcome = _sweep(untrained_seg_checkpoint, small_data, work_dir).run()
     assert outcome.evaluated == [] and outcome.skipped == CONDITIONS
     with open(osp.join(work_dir, 'results.json'), 'rb') as a, \
             open(osp.join(reference, 'results.json'), 'rb') as b:
         assert a.read() == b.read()
 
 
-def test_an_unwritable_work_dir_is_a_clean_error(reference, small_data, checkpoint, tmp_path,
+def test_an_unwritable_work_dir_is_a_clean_error(reference, small_data, untrained_seg_checkpoint, tmp_path,
                                                  monkeypatch, capsys):
     """Permission lost while the sweep writes (simulated, so that it runs as root too)."""
     work_dir = _copy(reference, tmp_path)
@@ -339,7 +333,7 @@ def test_an_unwritable_work_dir_is_a_clean_error(reference, small_data, checkpoi
 
     monkeypatch.setattr(report_module, 'atomic_write_text', denied)
     tool = _load_tool(SWEEP_TOOL)
-    assert tool.main(_tool_arguments(checkpoint, small_data, work_dir)) == 2
+    assert tool.main(_tool_arguments(untrained_seg_checkpoint, small_data, work_dir)) == 2
     err = capsys.readouterr().err
     results = osp.join(work_dir, 'results.json')
     assert 'Traceback' not in err
@@ -350,14 +344,14 @@ def test_an_unwritable_work_dir_is_a_clean_error(reference, small_data, checkpoi
 
 @pytest.mark.skipif(os.geteuid() == 0, reason='root ignores file permissions')
 def test_a_read_only_work_dir_is_refused_before_anything_runs(reference, small_data,
-                                                              checkpoint, tmp_path, capsys):
+                                                              untrained_seg_checkpoint, tmp_path, capsys):
     work_dir = _copy(reference, tmp_path)
     os.remove(_condition_file(work_dir, 'haze_s4'))
     os.chmod(osp.join(work_dir, 'conditions'), 0o500)
     try:
         before = listing(work_dir)
         with pytest.raises(SystemExit) as exit_info:
-            _load_tool(SWEEP_TOOL).main(_tool_arguments(checkpoint, small_data, work_dir))
+            _load_tool(SWEEP_TOOL).main(_tool_arguments(untrained_seg_checkpoint, small_data, work_dir))
         assert exit_info.value.code == 2
         assert 'is not writable' in capsys.readouterr().err
         assert listing(work_dir) == before
@@ -367,11 +361,11 @@ def test_a_read_only_work_dir_is_refused_before_anything_runs(reference, small_d
 
 # ----------------------------------------------------------------------------- the table
 
-def test_the_sweep_tool_prints_the_paper_table_at_the_end(reference, small_data, checkpoint,
+def test_the_sweep_tool_prints_the_paper_table_at_the_end(reference, small_data, untrained_seg_checkpoint,
                                                           tmp_path, capsys):
     work_dir = _copy(reference, tmp_path)
     tool = _load_tool(SWEEP_TOOL)
-    assert tool.main(_tool_arguments(checkpoint, small_data, work_dir)) == 0
+    assert tool.main(_tool_arguments(untrained_seg_checkpoint, small_data, work_dir)) == 0
     lines = capsys.readouterr().out.rstrip('\n').splitlines()
     numbers = _read(osp.join(work_dir, 'results.json'))['numbers']
     assert lines[-3] == ('paper-layout table (mIoU mean over severities 1, 2, 3, 4; '
