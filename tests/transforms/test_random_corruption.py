@@ -524,7 +524,9 @@ def test_robustness_loop_held_out_only_refuses_seen_corruptions(demo_data, tmp_p
     assert Runner.from_cfg(plain).test_loop.seen_in_training == []
 
 
-@pytest.mark.slow
+# trained_seg is trained by the first test of this module's worker that asks for it: under
+# another xdist distribution, this one
+@pytest.mark.trains('it evaluates the model trained on corrupted samples (trained_seg)')
 def test_robustness_loop_reports_held_out_scores(demo_data, tmp_path, trained_seg):
     """A real RobustnessTestLoop run of the trained robust model: report.md marks
     gaussian_noise as seen and has the held-out row and section, results.json the
