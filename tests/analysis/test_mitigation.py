@@ -341,6 +341,7 @@ def test_tool_refusals_are_one_error_line(tmp_path, capsys):
 # ----------------------------------------------------------------------------------
 # a real sweep
 # ----------------------------------------------------------------------------------
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_on_a_real_sweep_of_the_demo_upernet(demo_data, tmp_path):
     """The tiny demo UperNet (freshly initialised) swept with temperature scaling: every
     temperature-scaling delta equals the condition records' own calib_ts − calib."""

@@ -39,6 +39,7 @@ def _config_names(paths):
     return [osp.basename(p) for p in paths]
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_one_config_per_backbone_and_task():
     assert len(SEG_CONFIGS) == len(DET_CONFIGS) == len(BACKBONES)
     kinds = {Config.fromfile(p).model.backbone.type for p in SEG_CONFIGS + DET_CONFIGS}
@@ -91,6 +92,7 @@ def test_segmentation_config_builds_and_trains_one_step(path):
 
 
 @pytest.mark.parametrize('path', DET_CONFIGS, ids=_config_names(DET_CONFIGS))
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_detection_config_builds_and_trains_one_step(path):
     from mmdet.structures import DetDataSample
     from mmengine.structures import InstanceData

@@ -278,6 +278,7 @@ def _tiny_model_cfg(cfg):
 
 
 @pytest.mark.parametrize('path', REPRO_CONFIGS, ids=_ids(REPRO_CONFIGS))
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_reproduction_config_trains_one_step_and_predicts(path):
     from mmdet.structures import DetDataSample
     from mmengine.structures import InstanceData

@@ -163,6 +163,7 @@ def coverage(population_draw, interval_of, true_value, seed):
     return hits / COVERAGE_SETS
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_coverage_of_a_mean():
     """Per-image values of a skewed population (gamma, skewness 1.4): the 95 % interval
     of the test-set mean covers the population mean in 93.5-96.5 % of 2,000 sets."""

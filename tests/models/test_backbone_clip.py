@@ -77,6 +77,7 @@ def _compare(model, reference, x, indices, final_norm=False):
     return ours
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_equivalence_vit_b32_gelu_final_norm(b32_official):
     """ViT-B/32 with open_clip's GELU, ln_post applied to every level."""
     reference, path = b32_official

@@ -626,6 +626,7 @@ def test_last_block_pyramid_source():
 
 # --------------------------------------------------------------- shapes and gradients
 @pytest.mark.parametrize('size', [512, 800])
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_full_vit_b_output_shapes(vit_b, size):
     assert (vit_b.patch_size, vit_b.embed_dims) == (16, 768)
     assert vit_b.pos_embed.shape == (1, 1024, 768)

@@ -91,6 +91,7 @@ def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, 
                                str(tmp_path / 'joined'))
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_sharded_fan_out_runs_merge_to_the_per_condition_numbers(demo_data, untrained_seg_checkpoint,
                                                                  tmp_path):
     """Two shards, each with fan-out, merged: the records and ``results.json`` numbers of
@@ -115,6 +116,7 @@ def test_sharded_fan_out_runs_merge_to_the_per_condition_numbers(demo_data, untr
     assert again.evaluated == [] and len(again.skipped) == 9
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, untrained_seg_checkpoint, tmp_path,
                                                          monkeypatch):
     root = osp.join(demo_data, 'potsdam')
@@ -141,6 +143,7 @@ def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, untrained_se
     assert _comparable(condition_records(work_dir)) == _comparable(condition_records(str(tmp_path / 'ref')))
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_the_option_is_checked_and_the_sweep_tool_takes_it(demo_data, untrained_seg_checkpoint,
                                                            tmp_path):
     with pytest.raises(SweepError, match='fan_out must be a number of conditions'):

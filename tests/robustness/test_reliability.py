@@ -265,6 +265,7 @@ def test_a_failed_write_names_its_file(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []  # no temporary file left behind
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_shard_folders_with_glob_characters_are_merged(demo_data, tmp_path):
     """A work dir whose name holds ``[`` and ``]``: its shard manifests are found
     (matched literally, not as a glob pattern)."""

@@ -174,6 +174,7 @@ def _seg_cfg(data_root: str, work_dir: str, test_cfg=None, val_cfg=None) -> Conf
     return cfg
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_runner_test_returns_the_robustness_metrics(demo_data, tmp_path):
     """Runner.from_cfg(cfg).test() in-process: the returned metrics against separate
     single-condition runs of CorruptionTestLoop, and REOBench's Avg and ΔTP."""
@@ -204,6 +205,7 @@ def test_runner_test_returns_the_robustness_metrics(demo_data, tmp_path):
     assert osp.isfile(tmp_path / 'robust' / 'results.json')
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_robustness_loops_refuse_bad_options(demo_data, tmp_path):
     data_root = osp.join(demo_data, 'potsdam')
 
@@ -238,6 +240,7 @@ def test_robustness_loops_refuse_bad_options(demo_data, tmp_path):
 
 # ----------------------------------------------------------------------------- validation
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_val_loop_metrics_match_single_condition_runs(demo_data, tmp_path):
     data_root = osp.join(demo_data, 'potsdam')
     checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))

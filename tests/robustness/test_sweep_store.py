@@ -270,6 +270,7 @@ time.sleep(300)
 
 # ----------------------------------------------------------------------------- write errors
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_a_full_disk_is_a_clean_error_and_the_rerun_resumes(reference, small_data, untrained_seg_checkpoint,
                                                             tmp_path, monkeypatch, capsys):
     work_dir = _copy(reference, tmp_path)

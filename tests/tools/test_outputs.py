@@ -439,6 +439,7 @@ def test_overlap_check_finds_overlapping_text():
         plt.close(fig)
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_report_plots_have_no_overlapping_text(tmp_path):
     with checking_saved_figures() as checked:
         report = write_realistic_report(str(tmp_path))
@@ -559,6 +560,7 @@ def test_comparison_plots_have_no_overlapping_text(tmp_path, models):
     assert len(checked) == len([f for f in files if str(f).endswith('.png')])
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_drift_and_data_budget_plots_have_no_overlapping_text(tmp_path):
     with checking_saved_figures() as checked:
         plot_representation_drift(realistic_drift_document(), str(tmp_path / 'drift.png'))

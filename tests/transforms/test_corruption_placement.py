@@ -226,6 +226,7 @@ def _set_resize(cfg, scale):
                 step['scale'] = scale
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_stock_mmseg_pipeline_never_gives_a_silent_wrong_number(demo_data, tmp_path):
     root = osp.join(demo_data, 'potsdam')  # 256x256 tiles; mmseg's pipeline resizes to 512
     base = 'mmseg::_base_/datasets/potsdam.py'
@@ -474,6 +475,7 @@ def test_geometric_corruption_of_a_resized_labelled_sample_is_refused_even_on_pu
         ApplyCorruption('haze', 3, allow_resized=True)(dict(sample))
 
 
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_conditions_in_two_places_and_half_conditions_are_refused(demo_data, tmp_path):
     from mmengine.runner import Runner
     options = {'test_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),

@@ -233,6 +233,7 @@ def _samples(task: str, demo_data: str, count: int = 2) -> list:
 
 
 @pytest.mark.parametrize('task', ['seg', 'det'])
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_geometric_draws_move_labels_as_apply_corruption_and_the_engine(demo_data, task):
     """For rotate, translate and scale drawn by RandomCorruption, the image, the label
     map and the rotated boxes are those of ApplyCorruption with the same condition and
