@@ -1,6 +1,7 @@
 """The fixtures the whole suite shares: the demo data, the trained-model cache, the real
-samples; the budget guards (``budget.py``) as a plugin. The helpers the test modules
-import (paths, demo configs, tool runners) are in ``helpers.py``."""
+samples; the budget guards (``budget.py``) as a plugin. A folder's own ``conftest.py``
+holds what only its files share (``robustness/conftest.py``). The helpers the test
+modules import (paths, demo configs, tool runners) are in ``helpers.py``."""
 import os
 import os.path as osp
 import sys
