@@ -151,19 +151,23 @@ def test_interval_agrees_with_scipy_on_other_resamples():
 def coverage(population_draw, interval_of, true_value, seed):
     """Fraction of ``COVERAGE_SETS`` simulated test sets whose interval covers
     ``true_value``; set ``s`` is ``population_draw(rng)`` and its interval
-    ``interval_of(set, counts)`` with its own resamples."""
+    ``interval_of(set, counts)``.
+
+    Every set is resampled with the same counts, as the package resamples every run with
+    its one fixed seed: the coverage measured is that of the interval users get. (Drawing
+    the counts anew per set gave the same coverage, 94.65 % and 94.25 % here against
+    94.50 % and 94.50 %, in six times the time.)"""
     rng = np.random.default_rng(seed)
+    counts = resample_counts(COVERAGE_IMAGES, COVERAGE_RESAMPLES, seed=10_000 + seed)
     hits = 0
-    for s in range(COVERAGE_SETS):
+    for _ in range(COVERAGE_SETS):
         test_set = population_draw(rng)
-        counts = resample_counts(COVERAGE_IMAGES, COVERAGE_RESAMPLES, seed=10_000 + s)
         low, high = interval_of(test_set, counts)
         assert low < high
         hits += bool(low <= true_value <= high)
     return hits / COVERAGE_SETS
 
 
-@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_coverage_of_a_mean():
     """Per-image values of a skewed population (gamma, skewness 1.4): the 95 % interval
     of the test-set mean covers the population mean in 93.5-96.5 % of 2,000 sets."""
@@ -190,7 +194,7 @@ def iou_population(size, seed):
     return np.stack([intersection, intersection + false_positive, label], axis=-1)
 
 
-@pytest.mark.slow  # 7 s or more: left out of make test-fast
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
 def test_coverage_of_an_iou_ratio():
     """IoU = sum(intersection) / sum(union) over the images of a set: the 95 % interval
     of ``SegmentationImageStats.values`` covers the population's E[I] / E[U] in
