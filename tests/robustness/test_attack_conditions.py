@@ -14,7 +14,8 @@ import reobench_mm  # noqa: F401
 from reobench_mm.errors import SweepError
 from reobench_mm.evaluation.functional.condition_stats import read_stats_file
 
-from helpers import DET_DEMO_CONFIG, SEG_DEMO_CONFIG, run_tools_together, toolbox_file
+from helpers import (DET_DEMO_CONFIG, SEG_DEMO_CONFIG, call_tool_command, run_tools_together,
+                     toolbox_file)
 from sweep_helpers import condition_records, robustness_cfg
 
 SEG_ATTACKS = dict(pgd=dict(eps=[0, 2, 8], steps=3), fgsm=dict(eps=[8]),
@@ -238,10 +239,13 @@ def test_mmseg_tools_test_runs_an_attack_condition(demo_data, trained_seg_checkp
               'test_dataloader.persistent_workers=False']
     sweep_tool = osp.join(osp.dirname(SEG_DEMO_CONFIG), '..', '..', 'tools',
                           'robustness_test.py')
-    run_tools_together(
-        [stock, str(derived), trained_seg_checkpoint, '--work-dir', str(tmp_path / 'loop'), *common],
-        [sweep_tool, str(derived), trained_seg_checkpoint, '--corruptions', 'haze', '--severities',
-         '3', '--no-plots', '--work-dir', str(tmp_path / 'sweep'), *common])
+    run_tools_together(  # the sweep tool in this process meanwhile
+        [stock, str(derived), trained_seg_checkpoint, '--work-dir', str(tmp_path / 'loop'),
+         *common],
+        meanwhile=lambda: call_tool_command(
+            [sweep_tool, str(derived), trained_seg_checkpoint, '--corruptions', 'haze',
+             '--severities', '3', '--no-plots', '--work-dir', str(tmp_path / 'sweep'),
+             *common]))
     records = condition_records(str(tmp_path / 'loop'))
     assert sorted(records) == ['adv/pgd_eps0', 'adv/pgd_eps4', 'clean', 'haze@3']
     assert records['adv/pgd_eps0']['metrics'] == records['clean']['metrics']

@@ -11,8 +11,8 @@ import torch
 
 import reobench_mm  # noqa: F401
 from reobench_cli import run_tool
-from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, free_port,
-                      run_tools_together)
+from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, call_tool_command,
+                      free_port, run_tools_together)
 from reobench_mm.robustness.plan import (parse_shard, select_corruptions, select_severities,
                                          shard_conditions, sweep_conditions)
 from reobench_mm.errors import SweepError
@@ -162,8 +162,9 @@ def full_sweep(seg_model, tmp_path_factory):
     root = str(tmp_path_factory.mktemp('sweep_full'))
     outputs = run_tools_together(
         _sweep_command(checkpoint, data_root, f'{root}/sweep', log_level='INFO'),
-        [TEST_TOOL, SEG_DEMO_CONFIG, checkpoint, '--work-dir', f'{root}/plain',
-         '--cfg-options', *_options(data_root)[1]])
+        meanwhile=lambda: call_tool_command(
+            [TEST_TOOL, SEG_DEMO_CONFIG, checkpoint, '--work-dir', f'{root}/plain',
+             '--cfg-options', *_options(data_root)[1]]))
     return f'{root}/sweep', f'{root}/plain', outputs[0]
 
 

@@ -17,7 +17,7 @@ from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import (DET_DEMO_CONFIG, SEG_DEMO_CONFIG, call_tool,
-                     run_tools_together, toolbox_file)
+                     run_tools_together, stock_tool_here, toolbox_file)
 from reobench_corruptions.condition import Condition
 from reobench_mm.analysis.shift_table import shift_block, shift_lines, shift_metric_keys
 from reobench_mm.errors import FingerprintMismatchError, SweepError
@@ -203,12 +203,16 @@ def test_a_shifted_segmentation_set_equals_mmsegs_stock_tool(demo_data, tmp_path
             '--no-plots', '--work-dir', tmp_path / 'sweep', '--cfg-options',
             f'test_dataloader.dataset.data_root={shifted}', *common]) == 0
 
+    def references():  # the sweep, and the stock tool on the shifted set alone
+        sweep()
+        stock_tool_here(stock, [
+            SEG_DEMO_CONFIG, checkpoint, '--work-dir', tmp_path / 'alone',
+            '--cfg-options', f'test_dataloader.dataset.data_root={shifted}', *common])
+
     outputs = run_tools_together(
         [stock, str(derived), checkpoint, '--work-dir', str(tmp_path / 'loop'),
          '--cfg-options', f'test_dataloader.dataset.data_root={data_root}', *common],
-        [stock, SEG_DEMO_CONFIG, checkpoint, '--work-dir', str(tmp_path / 'alone'),
-         '--cfg-options', f'test_dataloader.dataset.data_root={shifted}', *common],
-        meanwhile=sweep)
+        meanwhile=references)
     records = condition_records(str(tmp_path / 'loop'))
     assert sorted(records) == ['clean', 'haze@3', 'shift/potsdam_shifted',
                                'shift/potsdam_shifted/haze@3']
@@ -253,11 +257,12 @@ def test_a_shifted_detection_set_equals_mmrotates_stock_tool(demo_data, tmp_path
         f"dataset={_dior_set(shifted)!r})))\n")
     common = ['log_level=INFO', 'test_dataloader.num_workers=0',
               'test_dataloader.persistent_workers=False']
-    outputs = run_tools_together(
+    outputs = run_tools_together(  # the reference in this process meanwhile
         [stock, str(derived), checkpoint, '--work-dir', str(tmp_path / 'loop'),
          '--cfg-options', f'test_dataloader.dataset.data_root={data_root}', *common],
-        [stock, DET_DEMO_CONFIG, checkpoint, '--work-dir', str(tmp_path / 'alone'),
-         '--cfg-options', f'test_dataloader.dataset.data_root={shifted}', *common])
+        meanwhile=lambda: stock_tool_here(stock, [
+            DET_DEMO_CONFIG, checkpoint, '--work-dir', tmp_path / 'alone',
+            '--cfg-options', f'test_dataloader.dataset.data_root={shifted}', *common]))
     records = condition_records(str(tmp_path / 'loop'))
     assert sorted(records) == ['clean', 'haze@3', 'shift/dior_shifted']
     alone = _logged_metrics(str(tmp_path / 'alone'))

@@ -16,7 +16,7 @@ from mmengine.registry import DATASETS, DefaultScope
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, call_tool,
-                     run_tools_together)
+                     call_tool_command, run_tools_together)
 from reobench_mm.fileio import dump_json_atomic
 from reobench_mm.utils.config import (check_corruption_args, corruption_settings,
                                       corruption_tag, get_test_pipelines, infer_task,
@@ -413,12 +413,13 @@ def test_segmentation_train_then_test_clean_and_corrupted(demo_data, tmp_path):
     data_root, root = osp.join(demo_data, 'potsdam'), str(tmp_path)
     checkpoint = _train(SEG_DEMO_CONFIG, data_root, f'{root}/train', iters=40)
     noise = ('--corruption', 'gaussian_noise', '--severity', '5')
-    run_tools_together(
-        _test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/clean'),
+    in_process = (  # beside the subprocess: its boundary is checked once
         _test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/noisy', *noise),
         # the same corruption set through the config's CorruptionTestLoop
         _test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/rerun',
                       options=('test_cfg.corruption=gaussian_noise', 'test_cfg.severity=5')))
+    run_tools_together(_test_command(SEG_DEMO_CONFIG, checkpoint, data_root, f'{root}/clean'),
+                       meanwhile=lambda: [call_tool_command(c) for c in in_process])
     clean = _metrics(f'{root}/clean', 'clean')
     noisy = _metrics(f'{root}/noisy', 'gaussian_noise_s5')
     assert (noisy['corruption'], noisy['severity'], noisy['seed']) == ('gaussian_noise', 5, 0)
@@ -435,10 +436,11 @@ def test_rotated_detection_train_then_test_clean_and_corrupted(demo_data, tmp_pa
     data_root, root = osp.join(demo_data, 'dior'), str(tmp_path)
     checkpoint = _train(DET_DEMO_CONFIG, data_root, f'{root}/train', iters=2)
     noise = ('--corruption', 'gaussian_noise', '--severity', '5', '--seed', '1')
-    run_tools_together(*(
+    clean, *in_process = (
         _test_command(DET_DEMO_CONFIG, checkpoint, data_root, f'{root}/{name}', '--out',
                       f'{root}/{name}.pkl', *arguments, options=('log_level=INFO', ))
-        for name, arguments in (('clean', ()), ('noisy', noise), ('rerun', noise))))
+        for name, arguments in (('clean', ()), ('noisy', noise), ('rerun', noise)))
+    run_tools_together(clean, meanwhile=lambda: [call_tool_command(c) for c in in_process])
     tag = 'gaussian_noise_s5_seed1'
     clean, noisy = _metrics(f'{root}/clean', 'clean'), _metrics(f'{root}/noisy', tag)
     print(f"\nmAP clean {clean['metrics']['dota/mAP']:.4f}, {tag} "

@@ -16,7 +16,8 @@ import cv2
 import numpy as np
 import pytest
 
-from helpers import DET_DEMO_CONFIG, PROJECT_ROOT, run_tools_together, toolbox_file
+from helpers import (DET_DEMO_CONFIG, PROJECT_ROOT, run_tools_together, stock_tool_here,
+                     toolbox_file)
 from reobench_corruptions import corrupt_geometric
 from reobench_mm.datasets.converters.dior_r import parse_dior_xml
 from sweep_helpers import untrained_checkpoint
@@ -234,7 +235,7 @@ def test_stock_mmrotate_test_tool_moves_original_size_boxes(demo_data, tmp_path)
     # own pool of 4 spawned interpreters per run would start 24 more here.
     resize = ['--cfg-options', 'test_dataloader.dataset.pipeline.1.scale=(384,384)',
               'test_evaluator.type=InProcessDOTAMetric']
-    commands, references = [], []
+    commands, reference_commands, references = [], [], []
     for name, severity in conditions:
         moved_images, moved_boxes = {}, {}
         for stem, image in originals.items():
@@ -257,13 +258,16 @@ def test_stock_mmrotate_test_tool_moves_original_size_boxes(demo_data, tmp_path)
             tmp_path / f'ours_{name}.py', source, 'jpg',
             f"dict(type='CorruptionTestLoop', corruption='{name}', severity={severity})"),
             checkpoint, '--work-dir', str(tmp_path / f'ours_{name}'), *resize])
-        commands.append([stock, _stock_rot_config(
+        reference_commands.append([_stock_rot_config(
             tmp_path / f'reference_{name}.py', reference, 'png', "dict(type='TestLoop')"),
             checkpoint, '--work-dir', str(tmp_path / f'reference_{name}'), *resize])
-    outputs = run_tools_together(*commands)
+    # the references: the same stock tool in this process while the tested runs go on
+    reference_outputs = []
+    outputs = run_tools_together(*commands, meanwhile=lambda: reference_outputs.extend(
+        stock_tool_here(stock, argv) for argv in reference_commands))
     maps = []
     for i, (name, _) in enumerate(conditions):
-        ours, reference = outputs[2 * i], outputs[2 * i + 1]
+        ours, reference = outputs[i], reference_outputs[i]
         assert 'moved by ApplyCorruptionToLabels after ConvertBoxType' in ours, ours[-3000:]
         assert re.search(r'scale=\(\s*384,\s*384,?\s*\)', ours)  # the resize ran
         maps.append(_logged(ours, 'dota/mAP'))
