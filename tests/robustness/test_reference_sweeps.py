@@ -13,7 +13,7 @@ by confidence, to 1e-4) and the report, whose printed digits such differences do
 reach, exactly. Regenerate the file only when a change is meant to
 change the numbers (and say why in the commit message)::
 
-    python tests/test_reference_sweeps.py --write
+    PYTHONPATH=tests .venv/bin/python tests/robustness/test_reference_sweeps.py --write
 """
 import argparse
 import json
@@ -32,21 +32,72 @@ from sweep_helpers import sweep_options, untrained_checkpoint
 REFERENCE = osp.join(PROJECT_ROOT, 'tests', 'data', 'reference_sweeps.json')
 #: task -> (config, the demo dataset, options of the sweep): a pixel,
 #: a noise and two geometric corruptions with calibration and a held-out temperature for
-#: segmentation; a blur and a translation with calibration for detection.
+#: segmentation; a blur and a translation with calibration for detection. Each also has
+#: the other kinds of condition: a shift set (with a corruption on top for segmentation,
+#: see SHIFTS) and an attack (PGD of 2 steps for segmentation, FGSM for detection).
 RUNS = {
     'segmentation': (SEG_DEMO_CONFIG, 'potsdam', dict(
         corruptions=['cloud', 'gaussian_noise', 'rotate', 'scale'], severities=[2, 5],
-        calibration=True, temperature_scaling=True, temperature_split=1)),
+        calibration=True, temperature_scaling=True, temperature_split=1,
+        attacks=dict(pgd=dict(eps=[2], steps=2)))),
     'detection': (DET_DEMO_CONFIG, 'dior', dict(corruptions=['gaussian_blur', 'translate'],
-                                                   severities=[3], calibration=True)),
+                                                   severities=[3], calibration=True,
+                                                   attacks=dict(fgsm=dict(eps=[2])))),
+}
+#: task -> (name, shift type, the demo's shifted set, its dataset config less data_root,
+#: corruptions on top): the shift set of each task's sweep
+SHIFTS = {
+    'segmentation': ('potsdam_shifted', 'sensor', dict(
+        type='PotsdamDataset', data_prefix=dict(img_path='img_dir/val',
+                                                seg_map_path='ann_dir/val')), ['haze']),
+    'detection': ('dior_shifted', 'scale', None, []),
 }
 
 
+def _shifts(task, data_root):
+    """The ``shifts`` option of ``task``'s sweep on the demo data at ``data_root``."""
+    from mmengine.config import Config
+    name, shift_type, dataset, on_top = SHIFTS[task]
+    if dataset is None:  # the config's own test set (its four demo classes)
+        dataset = Config.fromfile(RUNS[task][0]).test_dataloader.dataset.to_dict()
+        dataset.pop('pipeline')
+    entry = dict(shift_type=shift_type, dataset=dict(dataset, data_root=osp.join(data_root,
+                                                                                  name)))
+    if on_top:
+        entry.update(corruptions=on_top, severities=[3])
+    return {name: entry}
+
+
+#: what an attack condition measures of the machine (its run time and memory), in
+#: ``results.json`` and in the columns of the report's attack table
+MACHINE_FIELDS = ('seconds', 'seconds_per_image', 'peak_memory_bytes')
+MACHINE_COLUMNS = ('Seconds', 's / image', 'Peak memory')
+
+
 def _report_body(path):
-    """``report.md`` without its provenance section."""
+    """``report.md`` without its provenance section, the machine's columns emptied."""
     with open(path, encoding='utf-8') as handle:
         text = handle.read()
-    return text.split('\n## Provenance\n')[0]
+    lines, blank = [], []
+    for line in text.split('\n## Provenance\n')[0].split('\n'):
+        cells = line.split('|')
+        if not line.startswith('|'):
+            blank = []
+        elif any(c.strip() in MACHINE_COLUMNS for c in cells):
+            blank = [i for i, c in enumerate(cells) if c.strip() in MACHINE_COLUMNS]
+        elif blank and not set(line) <= set('|-: '):
+            line = '|'.join('' if i in blank else c for i, c in enumerate(cells))
+        lines.append(line)
+    return '\n'.join(lines)
+
+
+def _machine_free(numbers):
+    """``numbers`` without what the attacks measured of the machine."""
+    if isinstance(numbers, dict):
+        return {k: _machine_free(v) for k, v in numbers.items() if k not in MACHINE_FIELDS}
+    if isinstance(numbers, list):
+        return [_machine_free(v) for v in numbers]
+    return numbers
 
 
 def run_reference_sweep(task, data_root, work_dir):
@@ -57,7 +108,7 @@ def run_reference_sweep(task, data_root, work_dir):
     checkpoint = untrained_checkpoint(config, osp.join(work_dir, 'model.pth'))
     sweep = RobustnessSweep(config, checkpoint, work_dir=osp.join(work_dir, 'sweep'),
                             cfg_options=sweep_options(osp.join(data_root, dataset))[0],
-                            **options)
+                            shifts=_shifts(task, data_root), **options)
     outcome = sweep.run()
     folder = outcome.work_dir
     with open(osp.join(folder, 'results.json'), encoding='utf-8') as handle:
@@ -70,7 +121,7 @@ def run_reference_sweep(task, data_root, work_dir):
     if osp.isfile(osp.join(folder, 'temperature.json')):
         with open(osp.join(folder, 'temperature.json'), encoding='utf-8') as handle:
             temperature = json.load(handle)['temperature']
-    return dict(numbers=numbers, conditions=conditions, temperature=temperature,
+    return dict(numbers=_machine_free(numbers), conditions=conditions, temperature=temperature,
                 report=_report_body(osp.join(folder, 'report.md')))
 
 
@@ -128,10 +179,12 @@ def main(argv=None):
     parser.add_argument('--write', action='store_true', help=f'write {REFERENCE}')
     args = parser.parse_args(argv)
     from reobench_mm.datasets.synthetic import make_demo_data
+    from reobench_mm.datasets.synthetic_shift import write_shifted_demo_data
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         data_root = osp.join(tmp, 'demo_data')
         make_demo_data(data_root, seed=0, num_train=6, num_test=3, size=256)  # as conftest
+        write_shifted_demo_data(data_root, seed=0, num_test=3, size=256)
         for task in RUNS:
             out[task] = run_reference_sweep(task, data_root, osp.join(tmp, task))
             print(task, out[task]['numbers']['clean'], out[task]['numbers']['avg'])
