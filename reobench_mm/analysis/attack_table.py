@@ -25,15 +25,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..evaluation.functional.bootstrap import resample_counts
-from ..evaluation.keys import get_task
+from ..evaluation.keys import ATTACK_PREFIX, get_task
 from .intervals import interval_of
 from .tables import fmt_estimate
 
 __all__ = ['attack_block', 'attack_lines', 'attack_metric_keys', 'worst_of_battery',
-           'plot_attack_curves', 'ATTACK_KEY_PREFIX', 'ATTACK_CURVES_PLOT']
+           'plot_attack_curves', 'ATTACK_CURVES_PLOT']
 
-#: The logger keys of the attacks: ``adv/<attack>_eps<ε>/<metric>``, ...
-ATTACK_KEY_PREFIX = 'adv'
 #: The plot of the per-step curves.
 ATTACK_CURVES_PLOT = 'attack_curves.png'
 
@@ -115,7 +113,7 @@ def attack_block(rows: Sequence[Mapping[str, Any]], *, clean_value: float, metri
         stats = [rows[i].get('stats') for i in members]
         attacks = [rows[i]['attack'] for i in members]
         item = dict(eps=eps, norm=norm, base=base, attacks=attacks,
-                    key=f'{ATTACK_KEY_PREFIX}/worst_eps{eps}'
+                    key=f'{ATTACK_PREFIX}/worst_eps{eps}'
                     + ('' if norm == 'linf' else f'_{norm}')
                     + ('' if base == 'clean' else f'/{base}'))
         if any(s is None for s in stats):

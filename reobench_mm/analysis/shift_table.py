@@ -26,13 +26,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..evaluation.functional.bootstrap import resample_counts
+from ..evaluation.keys import SHIFT_PREFIX
 from .intervals import interval_of
 from .tables import fmt_estimate
 
-__all__ = ['ShiftRow', 'shift_block', 'shift_lines', 'shift_metric_keys', 'SHIFT_KEY_PREFIX']
+__all__ = ['ShiftRow', 'shift_block', 'shift_lines', 'shift_metric_keys']
 
-#: The logger keys of the shift sets: ``shift/<name>/<metric>``, ``shift/<name>/drop``, ...
-SHIFT_KEY_PREFIX = 'shift'
 ShiftRow = Dict[str, Any]
 
 
@@ -154,7 +153,7 @@ def shift_metric_keys(block: Optional[Mapping[str, Any]]) -> Dict[str, float]:
         return {}
     metric, out = block['metric'], {}
     for s in block['sets']:
-        base = f'{SHIFT_KEY_PREFIX}/{s["name"]}'
+        base = f'{SHIFT_PREFIX}/{s["name"]}'
         if s['condition'] != 'clean':
             base = f'{base}/{s["condition"]}'
         out[f'{base}/{metric}'] = float(s['ood'])
@@ -162,6 +161,6 @@ def shift_metric_keys(block: Optional[Mapping[str, Any]]) -> Dict[str, float]:
         out[f'{base}/relative_drop'] = float(s['relative_drop'])
     mean = block['means'].get('all')
     if mean:
-        out[f'{SHIFT_KEY_PREFIX}/avg'] = float(mean['ood'])
-        out[f'{SHIFT_KEY_PREFIX}/avg_relative_drop'] = float(mean['relative_drop'])
+        out[f'{SHIFT_PREFIX}/avg'] = float(mean['ood'])
+        out[f'{SHIFT_PREFIX}/avg_relative_drop'] = float(mean['relative_drop'])
     return out

@@ -26,6 +26,13 @@ Robustness keys
     mean over its severities (``robust/cloud``) and each condition's task metric under
     its tag (``cloud_s3/mIoU``; :func:`condition_metric_key`), all on the 0-100 scale.
 
+Condition kinds
+    A condition that is not a corruption of the test set has a key, file tag and logger
+    keys that start with its kind's prefix: :data:`SHIFT_PREFIX` (``shift/vaihingen``,
+    ``shift-vaihingen``, ``shift/vaihingen/mIoU``) for another test set,
+    :data:`ATTACK_PREFIX` (``adv/pgd_eps8``, ``adv-pgd_eps8``, ``adv/worst_eps8``) for an
+    attack.
+
 Nothing here imports MMEngine or a toolbox.
 """
 from __future__ import annotations
@@ -38,7 +45,8 @@ __all__ = [
     'TASK_OF_PACKING', 'get_task', 'results_task', 'metric_key', 'CALIBRATION_PREFIX',
     'SCALED_CALIBRATION_PREFIX', 'CALIBRATION_PREFIXES', 'CALIBRATION_METRICS', 'ECE',
     'ECE_KEY', 'TEMPERATURE_PREFIX', 'TEMPERATURE_METRICS', 'ROBUST_PREFIX', 'ROBUST_SCORES',
-    'robust_key', 'condition_metric_key', 'HELD_OUT_SCORES', 'HELD_OUT_SUFFIX'
+    'robust_key', 'condition_metric_key', 'HELD_OUT_SCORES', 'HELD_OUT_SUFFIX',
+    'SHIFT_PREFIX', 'ATTACK_PREFIX'
 ]
 
 SEGMENTATION = 'segmentation'
@@ -163,3 +171,9 @@ def condition_metric_key(tag: str, metric_name: str) -> str:
     """A condition's task metric: ``'cloud_s3/mIoU'`` (tag of the condition, display name
     of the metric)."""
     return f'{tag}/{metric_name}'
+
+
+#: The first part of a shift condition's key, file tag and logger keys.
+SHIFT_PREFIX = 'shift'
+#: The first part of an attack condition's key, file tag and logger keys.
+ATTACK_PREFIX = 'adv'

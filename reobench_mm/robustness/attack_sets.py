@@ -26,13 +26,12 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 from reobench_corruptions.condition import Condition
 from ..attacks.spec import ATTACK_KINDS, AttackSpec, parse_attack
 from ..errors import SweepError
+from ..evaluation.keys import ATTACK_PREFIX
 from .plan import ConditionOnBase, corruptions_on_top
 
-__all__ = ['ATTACK_PREFIX', 'AttackCondition', 'AttackEntry', 'parse_attacks',
+__all__ = ['AttackCondition', 'AttackEntry', 'parse_attacks',
            'attacks_to_dict', 'attack_conditions', 'check_attack_task']
 
-#: The first part of an attack condition's key (``adv/pgd_eps8``) and logger keys.
-ATTACK_PREFIX = 'adv'
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_]*$')
 _PLACEMENT_KEYS = ('corruptions', 'severities')
 

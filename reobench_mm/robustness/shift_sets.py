@@ -28,13 +28,11 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 from reobench_corruptions.condition import Condition
 from ..datasets.shift_types import SHIFT_TYPES
 from ..errors import SweepError
+from ..evaluation.keys import SHIFT_PREFIX
 from .plan import ConditionOnBase, corruptions_on_top
 
-__all__ = ['ShiftSet', 'ShiftCondition', 'parse_shifts', 'shifts_to_dict', 'SHIFT_PREFIX',
-           'shift_conditions']
+__all__ = ['ShiftSet', 'ShiftCondition', 'parse_shifts', 'shifts_to_dict', 'shift_conditions']
 
-#: The first part of a shift condition's key (``shift/vaihingen``) and logger keys.
-SHIFT_PREFIX = 'shift'
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_-]*$')
 _ENTRY_KEYS = ('shift_type', 'dataset', 'corruptions', 'severities')
 

@@ -70,8 +70,6 @@ COVERED_ELSEWHERE = {
                                          "a sweep's worst images"),
     'reobench_mm.datasets.class_mapped': ('transforms/test_class_map.py',
                                           'ClassMappedDataset through the datasets package'),
-    'reobench_mm.datasets.synthetic_shift': ('robustness/test_shift_conditions.py',
-                                             "the demo data's shifted sets (tests/conftest.py)"),
     'reobench_mm.models.backbones.imagenet_vit': ('robustness/test_finetuning.py',
                                                   'ImageNetViT through the backbones package'),
     'reobench_mm.models.backbones.rvsa_attention': ('models/test_backbone_vitae_rvsa.py',
