@@ -43,8 +43,7 @@ from .interval_report import interval_lines
 from .intervals import available_intervals, summary_intervals
 from .results import RobustnessSummary, aggregate, check_condition, corruption_order
 from .results_file import RESULTS_FORMAT
-from .shift_table import shift_lines
-from .attack_table import ATTACK_CURVES_PLOT, attack_lines, plot_attack_curves
+from .result_blocks import RESULT_BLOCKS, check_blocks
 from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
 from .worst_cases import (WORST_CASES_CSV, WORST_CASES_FILE, WORST_CASES_PLOT,
                           plot_worst_cases, worst_case_lines, worst_cases,
@@ -275,11 +274,9 @@ def render_report_md(summary: RobustnessSummary,
                       f'{", ".join(seen) or "none"}.', '']
 
     lines += interval_lines(summary)
-    if summary.shifts:
-        lines += shift_lines(summary.shifts)
-    if summary.attacks:
-        lines += attack_lines(summary.attacks, ATTACK_CURVES_PLOT
-                              if ATTACK_CURVES_PLOT in plots else None)
+    for block in RESULT_BLOCKS:
+        if block.name in summary.blocks:
+            lines += block.report_lines(summary.blocks[block.name], plots)
     lines += seed_lines(summary)
     lines += ['## Per severity', '']
     severities = list(summary.severities)
@@ -470,8 +467,7 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                  corruption_seed: int = 0,
                  seed_image_stats: Optional[Mapping[Any, Any]] = None,
                  seed_image_files: Optional[Mapping[Any, Tuple[str, str]]] = None,
-                 shifts: Optional[Mapping[str, Any]] = None,
-                 attacks: Optional[Mapping[str, Any]] = None) -> Report:
+                 blocks: Optional[Mapping[str, Any]] = None) -> Report:
     """Aggregate ``results`` (see :func:`aggregate`) and write ``results.json``,
     ``results.csv``, ``report.md`` and (with ``plots``) ``severity_curves.png`` and
     ``drop_by_corruption.png`` into ``out_dir``. A ready
@@ -502,11 +498,11 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
     section on the seeds, and with ``seed_image_stats`` (keyed the same) the intervals
     resample the seeds too; ``seed_image_files`` names their statistics files in
     ``results.json``. The worst cases and the calibration details are those of the
-    first seed. ``shifts`` (the block of
-    :func:`~reobench_mm.analysis.shift_table.shift_block`) adds the shift sets' numbers
-    and report section; ``attacks`` (the block of
-    :func:`~reobench_mm.analysis.attack_table.attack_block`) the attacks' numbers, report
-    section and (with plots) ``attack_curves.png``."""
+    first seed. ``blocks`` (``{name: block}``, names of
+    :data:`~reobench_mm.analysis.result_blocks.RESULT_BLOCKS`: ``'shifts'``, the block of
+    :func:`~reobench_mm.analysis.shift_table.shift_block`; ``'attacks'``, that of
+    :func:`~reobench_mm.analysis.attack_table.attack_block`) adds each block's numbers,
+    report section and (with plots) its plot (``attack_curves.png``)."""
     if isinstance(results, RobustnessSummary):
         if seed_results:
             raise ValueError('seed_results are folded into the results before they are '
@@ -519,10 +515,8 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                             expected_severities=expected_severities,
                             seen_in_training=seen_in_training)
         summary.corruption_seeds = seeds
-    if shifts:
-        summary.shifts = dict(shifts)
-    if attacks:
-        summary.attacks = dict(attacks)
+    if blocks:
+        summary.blocks = check_blocks(dict(summary.blocks, **blocks))
     stats, stats_ok = {}, False
     if image_stats is not None:
         stats = {check_condition(c, summary.protocol): v for c, v in image_stats.items()}
@@ -566,10 +560,11 @@ def write_report(out_dir: str, results: Union[Mapping[Any, Any], RobustnessSumma
                     for d in calibration_details.values()):
                 report.files['risk_coverage.png'] = plot_risk_coverage(
                     summary, calibration_details, path('risk_coverage.png'))
-        if summary.attacks:
-            curves = plot_attack_curves(summary.attacks, path(ATTACK_CURVES_PLOT))
-            if curves is not None:
-                report.files[ATTACK_CURVES_PLOT] = curves
+        for block in RESULT_BLOCKS:
+            if block.plot is not None and block.name in summary.blocks:
+                drawn = block.plot(summary.blocks[block.name], path(block.plot_file))
+                if drawn is not None:
+                    report.files[block.plot_file] = drawn
     worst = []
     if stats_ok:
         worst = _write_worst_cases(report, stats, summary, path,

@@ -475,10 +475,12 @@ class RobustnessSummary:
         corruption_seeds: None, or, when random corruptions were evaluated with several
             corruption seeds and their cells are the means over the seeds, the block of
             :func:`~reobench_mm.analysis.corruption_seeds.fold_seeds`.
-        shifts: None, or the block of the run's shift sets (other test sets as
-            conditions: :func:`~reobench_mm.analysis.shift_table.shift_block`).
-        attacks: None, or the block of the run's attacks
-            (:func:`~reobench_mm.analysis.attack_table.attack_block`).
+        blocks: the blocks of the conditions that are not corruptions of the test set,
+            by name, in the order of
+            :data:`~reobench_mm.analysis.result_blocks.RESULT_BLOCKS` (``'shifts'``: the
+            shift sets' :func:`~reobench_mm.analysis.shift_table.shift_block`,
+            ``'attacks'``: :func:`~reobench_mm.analysis.attack_table.attack_block`);
+            empty: none.
     """
     protocol: str
     task: Optional[str]
@@ -502,8 +504,7 @@ class RobustnessSummary:
     held_out: Optional[CategoryScores] = None
     intervals: Optional[Dict[str, Any]] = None
     corruption_seeds: Optional[Dict[str, Any]] = None
-    shifts: Optional[Dict[str, Any]] = None
-    attacks: Optional[Dict[str, Any]] = None
+    blocks: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
     def category(self, name: str) -> str:
         """The category of corruption ``name``."""
@@ -554,10 +555,7 @@ class RobustnessSummary:
             data['intervals'] = self.intervals
         if self.corruption_seeds is not None:
             data['corruption_seeds'] = self.corruption_seeds
-        if self.shifts is not None:
-            data['shifts'] = self.shifts
-        if self.attacks is not None:
-            data['attacks'] = self.attacks
+        data.update(self.blocks)
         return nan_to_null(data)
 
 

@@ -25,6 +25,7 @@ from reobench_corruptions.condition import Condition
 from ..evaluation.functional.condition_stats import ImageStats, read_stats_file
 from ..evaluation.functional.seed_average import average_over_seeds
 from ..fileio import read_json
+from .result_blocks import RESULT_BLOCKS
 from .results import ConditionResult, RobustnessSummary, aggregate, normalize_results
 
 __all__ = ['RESULTS_FORMAT', 'ResultsFile', 'read_results']
@@ -175,8 +176,8 @@ def read_results(path: str) -> ResultsFile:
         summary.intervals = numbers['intervals']
     if isinstance(numbers.get('corruption_seeds'), dict):
         summary.corruption_seeds = numbers['corruption_seeds']
-    if isinstance(numbers.get('shifts'), dict):
-        summary.shifts = numbers['shifts']
+    summary.blocks = {b.name: numbers[b.name] for b in RESULT_BLOCKS
+                      if isinstance(numbers.get(b.name), dict)}
     provenance = doc.get('provenance')
     files, seed_files = doc.get('image_stats'), doc.get('seed_image_stats')
     return ResultsFile(path, summary, dict(provenance) if isinstance(provenance, Mapping)

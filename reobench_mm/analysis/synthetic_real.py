@@ -133,7 +133,7 @@ def shift_drops(model_set: ModelSet, shift_values: Optional[np.ndarray] = None
     shift sets missing from some model's results are left out with a note."""
     per_model = []
     for file in model_set.files:
-        block = file.summary.shifts or {}
+        block = file.summary.blocks.get('shifts', {})
         per_model.append({s['name']: s for s in block.get('sets', [])
                           if s.get('condition') == 'clean'})
     names = list(dict.fromkeys(n for sets in per_model for n in sets))

@@ -92,7 +92,7 @@ def finetune_row(model: str, seed: int, summary: RobustnessSummary) -> Dict[str,
         model=model, seed=int(seed), metric=summary.metric, clean=float(summary.clean),
         avg=float(summary.avg), delta_tp=float(summary.delta_tp),
         ece_clean=None if ece is None else finite_or_none(ece['clean']))
-    for entry in (summary.shifts or {}).get('sets') or []:
+    for entry in summary.blocks.get('shifts', {}).get('sets') or []:
         if entry['condition'] == 'clean':
             row[f'{entry["name"]}/ood'] = finite_or_none(entry['ood'])
             row[f'{entry["name"]}/relative_drop'] = finite_or_none(entry['relative_drop'])

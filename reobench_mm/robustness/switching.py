@@ -31,8 +31,7 @@ from torch.utils.data import DataLoader
 
 from ..analysis.intervals import SUMMARY_INTERVAL_KEYS
 from ..analysis.results import RobustnessSummary, condition_result_from_metrics
-from ..analysis.attack_table import attack_metric_keys
-from ..analysis.shift_table import shift_metric_keys
+from ..analysis.result_blocks import block_metric_keys
 from reobench_corruptions.condition import Condition
 from ..engine.corruption_loop import check_batch_condition, check_not_empty
 from ..errors import SweepError
@@ -57,9 +56,9 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
     keys, the robustness scores (``robust/avg``, ...), each corruption's mean
     (``robust/<corruption>``), each condition's task metric (``<tag>/<metric>``) and, with
     bootstrap intervals, the bounds of the overall scores (``robust/avg_ci_low``,
-    ``robust/avg_ci_high``, ... for clean, avg, delta_tp, mpc, rpc); with shift sets
-    their keys (``shift/<name>/<metric>``, ...:
-    :func:`~reobench_mm.analysis.shift_table.shift_metric_keys`)."""
+    ``robust/avg_ci_high``, ... for clean, avg, delta_tp, mpc, rpc); and the keys of each
+    block of the summary (shift sets: ``shift/<name>/<metric>``, ...; attacks:
+    ``adv/worst_eps<ε>``, ...: :func:`~reobench_mm.analysis.result_blocks.block_metric_keys`)."""
     out = {str(k): plain_float(v) for k, v in clean_metrics.items()
            if isinstance(v, (int, float)) and not isinstance(v, bool)}
     for name in ROBUST_SCORES:
@@ -71,8 +70,7 @@ def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, A
         out[robust_key(corruption)] = float(value)
     for condition, result in summary.conditions.items():
         out[condition_metric_key(condition.tag, summary.metric)] = float(result.value)
-    out.update(shift_metric_keys(summary.shifts))
-    out.update(attack_metric_keys(summary.attacks))
+    out.update(block_metric_keys(summary.blocks))
     intervals = summary.intervals
     if isinstance(intervals, dict) and intervals.get('available'):
         for name in SUMMARY_INTERVAL_KEYS:

@@ -532,8 +532,8 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
                               for c, r in further.items()},
                 corruption_seed=plan.seed, seed_image_stats=self.store.image_stats(further),
                 seed_image_files=self.store.image_files(further),
-                shifts=self._shift_block(first, shifted),
-                attacks=self._attack_block(first, attacked))
+                blocks=dict(shifts=self._shift_block(first, shifted),
+                            attacks=self._attack_block(first, attacked)))
         except OSError as error:
             raise write_error(error.filename or f'the report in {self.work_dir}',
                               error) from None

@@ -100,7 +100,8 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
                              images=len(self.condition_data.dataloader(
                                  *self._own_data(condition))[0].dataset)))
         if rows:
-            summary.shifts = shift_block(rows, id_value=summary.clean, metric=summary.metric)
+            summary.blocks['shifts'] = shift_block(rows, id_value=summary.clean,
+                                                   metric=summary.metric)
         metrics = robustness_metrics(summary, raw[self.plan.clean])
         seconds = time.perf_counter() - start
         print_log(f'robustness validation: {len(raw) + len(rows)} conditions in '

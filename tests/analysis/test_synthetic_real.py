@@ -43,7 +43,8 @@ def _write(root, model, table, shifts=(), task='segmentation'):
                      images=3, stats=None) for n, t, c, v in shifts]
         block = shift_block(rows, id_value=table[('clean', 0)], metric='mIoU')
     out = osp.join(str(root), model)
-    write_report(out, results, protocol='reobench', task=task, plots=False, shifts=block,
+    write_report(out, results, protocol='reobench', task=task, plots=False,
+                 blocks=dict(shifts=block),
                  provenance=make_provenance(model=model, versions=VERSIONS))
     return osp.join(out, 'results.json')
 

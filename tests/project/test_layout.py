@@ -31,7 +31,6 @@ FOLDERS = {
 }
 # Modules exercised only through other modules: module -> (test file, how).
 COVERED_ELSEWHERE = {
-    'reobench_mm.analysis': ('analysis/test_robustness_report.py', 'the package namespace'),
     'reobench_mm.evaluation': ('evaluation/test_calibration.py', 'the package namespace'),
     'reobench_mm.evaluation.metrics': ('evaluation/test_calibration.py', 'the metrics registered'),
     'reobench_mm.models': ('configs/test_configs.py', 'every config builds its model'),

@@ -83,7 +83,7 @@ def test_the_comparison_tool_end_to_end(demo_data, tmp_path, capsys):
         run = doc['modes'][mode]['runs'][0]
         assert run['clean'] == pytest.approx(summary.clean)
         assert run['avg'] == pytest.approx(summary.avg)
-        assert run['shifted/ood'] == pytest.approx(summary.shifts['sets'][0]['ood'])
+        assert run['shifted/ood'] == pytest.approx(summary.blocks['shifts']['sets'][0]['ood'])
         assert run['ece_clean'] is None
     for key in ('clean', 'avg', 'shifted/relative_drop'):
         assert doc['difference'][key] == pytest.approx(

@@ -1,0 +1,123 @@
+"""The blocks a run's results hold beside the corruption table: one per kind of condition
+that is not a corruption of the run's own test set, in one table.
+
+A robustness run's corruption conditions make its table (clean, each corruption at each
+severity, Avg, ΔTP; :func:`~reobench_mm.analysis.results.aggregate`). The other kinds of
+condition are reported in a block of their own, each with the same five parts, listed
+once in :data:`RESULT_BLOCKS`:
+
+- its name: the field of ``results.json``'s ``numbers`` and the key of
+  :attr:`RobustnessSummary.blocks <reobench_mm.analysis.results.RobustnessSummary.blocks>`
+  (``'shifts'``, ``'attacks'``);
+- the key prefix of its conditions (:data:`~reobench_mm.evaluation.keys.SHIFT_PREFIX`,
+  :data:`~reobench_mm.evaluation.keys.ATTACK_PREFIX`);
+- its logger keys (what the robustness loops return for ``LoggerHook`` and
+  ``CheckpointHook(save_best=...)``);
+- its report section;
+- its plot, where it has one.
+
+:func:`~reobench_mm.analysis.report.write_report` writes each block given, ``read_results``
+reads each back, and the loops return each one's logger keys, by going over the table: a
+new kind of block is a new row here, not a new path through those functions.
+
+Nothing here imports MMEngine or a toolbox.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..evaluation.keys import ATTACK_PREFIX, SHIFT_PREFIX
+from .attack_table import ATTACK_CURVES_PLOT, attack_lines, attack_metric_keys, plot_attack_curves
+from .shift_table import shift_lines, shift_metric_keys
+
+__all__ = ['ResultBlock', 'RESULT_BLOCKS', 'RESULT_BLOCK_NAMES', 'get_result_block',
+           'check_blocks', 'block_metric_keys']
+
+Block = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ResultBlock:
+    """One kind of block (see the module docstring).
+
+    Attributes:
+        name: the field of ``results.json``'s ``numbers`` and of ``summary.blocks``.
+        prefix: the key prefix of the conditions whose numbers it holds.
+        title: what it holds, in messages.
+        metric_keys: ``block -> {logger key: value}``.
+        report_lines: ``(block, plot files written) -> the lines of its report section``.
+        plot_file: the file name of its plot (None: it has none).
+        plot: ``(block, path) -> the path written, or None`` (with :attr:`plot_file`).
+    """
+    name: str
+    prefix: str
+    title: str
+    metric_keys: Callable[[Block], Dict[str, float]]
+    report_lines: Callable[[Block, Sequence[str]], List[str]]
+    plot_file: Optional[str] = None
+    plot: Optional[Callable[[Block, str], Optional[str]]] = None
+
+
+def _shift_report(block: Block, plots: Sequence[str]) -> List[str]:
+    del plots  # no plot of its own
+    return shift_lines(block)
+
+
+def _attack_report(block: Block, plots: Sequence[str]) -> List[str]:
+    return attack_lines(block, ATTACK_CURVES_PLOT if ATTACK_CURVES_PLOT in plots else None)
+
+
+#: Every kind of block, in the order ``results.json`` and the report hold them.
+RESULT_BLOCKS: Tuple[ResultBlock, ...] = (
+    ResultBlock('shifts', SHIFT_PREFIX, 'shift sets (other test sets)', shift_metric_keys,
+                _shift_report),
+    ResultBlock('attacks', ATTACK_PREFIX, 'attacks', attack_metric_keys, _attack_report,
+                ATTACK_CURVES_PLOT, plot_attack_curves),
+)
+RESULT_BLOCK_NAMES: Tuple[str, ...] = tuple(b.name for b in RESULT_BLOCKS)
+
+
+def get_result_block(name: str) -> ResultBlock:
+    """The block called ``name``.
+
+    Raises:
+        ValueError: no such block (the valid names are listed).
+    """
+    for block in RESULT_BLOCKS:
+        if block.name == name:
+            return block
+    raise ValueError(f'no result block {name!r}; the blocks are {list(RESULT_BLOCK_NAMES)}')
+
+
+def check_blocks(blocks: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """``blocks`` (``{name: block}``; None or empty blocks: none) as a dict in the table's
+    order, each block a dict.
+
+    Raises:
+        ValueError: an unknown block name, or a block that is not a mapping.
+    """
+    given = dict(blocks or {})
+    unknown = [n for n in given if n not in RESULT_BLOCK_NAMES]
+    if unknown:
+        raise ValueError(f'unknown result block(s) {unknown}; the blocks are '
+                         f'{list(RESULT_BLOCK_NAMES)}')
+    out = {}
+    for name in RESULT_BLOCK_NAMES:
+        block = given.get(name)
+        if not block:
+            continue
+        if not isinstance(block, Mapping):
+            raise ValueError(f'the {name} block must be a mapping, got '
+                             f'{type(block).__name__}')
+        out[name] = dict(block)
+    return out
+
+
+def block_metric_keys(blocks: Mapping[str, Block]) -> Dict[str, float]:
+    """The logger keys of every block in ``blocks``, in the table's order."""
+    out: Dict[str, float] = {}
+    for block in RESULT_BLOCKS:
+        if blocks.get(block.name):
+            out.update(block.metric_keys(blocks[block.name]))
+    return out
