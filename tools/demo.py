@@ -237,7 +237,7 @@ def main() -> None:
         summary = read_results(results_json).summary
         for line in paper_table_lines(summary):
             print('    ' + line)
-        for line in shift_rows(summary.shifts):
+        for line in shift_rows(summary.blocks.get('shifts')):
             print('    ' + line)
         print(f"    report: {osp.join(osp.dirname(results_json), 'report.md')}")
 

@@ -214,7 +214,7 @@ def analyze_shifts(points: Sequence[ShiftPoint], *, n_bootstrap: int = 1000,
 
 def _shift_value(results: Any, name: str, where: str) -> float:
     """The OOD value of shift set ``name`` (as it is) in a results file's shifts block."""
-    block = results.summary.shifts or {}
+    block = results.summary.blocks.get('shifts', {})
     for row in block.get('sets') or []:
         if row.get('name') == name and row.get('condition') == 'clean':
             return float(row['ood'])

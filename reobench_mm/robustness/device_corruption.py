@@ -30,6 +30,7 @@ from reobench_corruptions import get_corruption
 from reobench_corruptions.condition import Condition
 from ..errors import SweepError
 from ..transforms.corruption import ApplyCorruption, move_sample_labels
+from .conditions import is_corruption
 
 __all__ = ['CORRUPTION_DEVICES', 'DeviceCorruption']
 
@@ -66,7 +67,7 @@ class DeviceCorruption:
     def covers(self, condition: Any) -> bool:
         """Whether ``condition`` is corrupted on the device (a corruption the torch engine
         implements and :data:`KEPT_IN_PIPELINE` does not list)."""
-        if not isinstance(condition, Condition) or condition.is_clean:
+        if not is_corruption(condition) or condition.is_clean:
             return False
         protocol = condition.protocol
         if protocol not in self._covered:

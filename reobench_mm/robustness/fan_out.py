@@ -46,6 +46,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from reobench_corruptions.condition import Condition
 from ..fileio import plain_float
+from .conditions import is_corruption
 from .switching import quiet_metric_tables
 
 __all__ = ['FanOutDataset', 'fan_out_groups', 'fan_out_loader', 'run_pass', 'join_batches',
@@ -166,7 +167,7 @@ class FanOut:
     def _fans_out(self, condition: Any) -> bool:
         """Whether ``condition`` can join a fan-out pass: a corruption condition of the
         test set (not a shift set's, an attack's or one read from files)."""
-        return isinstance(condition, Condition) and self._own_data(condition) is None
+        return is_corruption(condition) and self._own_data(condition) is None
 
     def _evaluations(self, todo: Sequence[Any]) -> Iterator[Tuple[Any, dict, float]]:
         """``(condition, metrics, seconds)`` of every condition of ``todo``, the details of

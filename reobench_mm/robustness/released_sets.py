@@ -43,6 +43,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from reobench_corruptions import get_corruption
 from reobench_corruptions.condition import Condition
 from ..errors import SweepError
+from .conditions import is_corruption
 
 __all__ = ['CorruptionFiles', 'parse_corruption_files', 'REOBENCH_FOLDERS',
            'files_dataset_cfg', 'FILES_SOURCE']
@@ -106,7 +107,7 @@ class CorruptionFiles:
 
     def reads(self, condition: Any) -> bool:
         """Whether ``condition`` (a corruption condition) is read from files."""
-        if not isinstance(condition, Condition) or condition.is_clean:
+        if not is_corruption(condition) or condition.is_clean:
             return False
         if self.corruptions is not None and condition.corruption not in self.corruptions:
             return False

@@ -41,10 +41,10 @@ from ..evaluation.keys import (HELD_OUT_SCORES, HELD_OUT_SUFFIX, ROBUST_SCORES,
 from ..transforms.placement import (Placement, corruption_steps, place_condition,
                                     stop_live_workers)
 from .attack_sets import AttackCondition
+from .conditions import kind_of
 from .decode_cache import cache_loading_steps
 from .plan import SweepPlan
 from .released_sets import files_dataset_cfg
-from .shift_sets import ShiftCondition
 from .shifted_data import ConditionData, shift_dataloader_cfg
 
 __all__ = ['ConditionSwitching', 'robustness_metrics', 'quiet_metric_tables']
@@ -217,10 +217,11 @@ class ConditionSwitching:
         data = self.condition_data
         if data is None:
             return None
-        if isinstance(condition, AttackCondition):  # an attack reads its base's images
+        kind = kind_of(condition)
+        if kind.attacked:  # an attack reads its base's images
             return self._own_data(condition.base)
-        if isinstance(condition, ShiftCondition):
-            shift = self._shift_sets[condition.shift]
+        if kind.own_data:
+            shift = self._shift_sets[condition.label]
             what = f'shift set {shift.name!r}'
             return (f'shift:{shift.name}', lambda: data.place(
                 shift_dataloader_cfg(self._given_cfg, shift), what), what)
@@ -240,9 +241,9 @@ class ConditionSwitching:
         if own is None:
             return run
         out = copy.deepcopy(dict(run))
-        shift = isinstance(condition, ShiftCondition)
+        shift = kind_of(condition).own_data
         part = 'shift_set' if shift else 'file_set'
-        name = condition.shift if shift else getattr(condition, 'base', condition).key
+        name = condition.label if shift else getattr(condition, 'base', condition).key
         out['data'] = dict(out.get('data') or {},
                            **{part: dict(name=name, **self.condition_data.fingerprint(*own))})
         return out
@@ -283,13 +284,14 @@ class ConditionSwitching:
         set under its base condition, the files of a corruption clean); an attack
         condition through :meth:`_evaluate_attack`."""
         self.last_attack = None
-        if isinstance(condition, AttackCondition):
+        kind = kind_of(condition)
+        if kind.attacked:
             return self._evaluate_attack(condition)
         own = self._own_data(condition)
         if own is None:
             return self._evaluate_condition(condition, quiet=quiet)
         loader, steps = self.condition_data.dataloader(*own)
-        base = condition.base if isinstance(condition, ShiftCondition) else condition.clean()
+        base = condition.base if kind.own_data else condition.clean()
         saved = self.dataloader, self.steps
         self.dataloader, self.steps = loader, steps
         try:

@@ -46,7 +46,7 @@ from ..fileio import file_sha256, json_round_trip
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
 from .attack_sets import AttackCondition, attacks_to_dict, check_attack_task
-from .conditions import coerce_condition
+from .conditions import coerce_condition, records_by_block
 from .device_corruption import DeviceCorruption
 from .fan_out import FanOut
 from .evaluators import calibration_metrics, condition_image_stats, robustness_evaluator
@@ -510,10 +510,7 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
         if records is None:
             records = self.load_records(self.all_conditions)
         plan = self.plan
-        shifted = {c: r for c, r in records.items() if isinstance(c, ShiftCondition)}
-        attacked = {c: r for c, r in records.items() if isinstance(c, AttackCondition)}
-        records = {c: r for c, r in records.items()
-                   if c not in shifted and c not in attacked}
+        records, by_block = records_by_block(records)
         first = {c: r for c, r in records.items() if not plan.is_extra_seed(c)}
         further = {c: r for c, r in records.items() if plan.is_extra_seed(c)}
         try:
@@ -532,8 +529,8 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
                               for c, r in further.items()},
                 corruption_seed=plan.seed, seed_image_stats=self.store.image_stats(further),
                 seed_image_files=self.store.image_files(further),
-                blocks=dict(shifts=self._shift_block(first, shifted),
-                            attacks=self._attack_block(first, attacked)))
+                blocks=dict(shifts=self._shift_block(first, by_block['shifts']),
+                            attacks=self._attack_block(first, by_block['attacks'])))
         except OSError as error:
             raise write_error(error.filename or f'the report in {self.work_dir}',
                               error) from None

@@ -3,9 +3,12 @@ condition by condition (metrics, calibration details, per-image statistics) for 
 tasks, with workers, geometric corruptions and calibration; a killed run resumes by
 condition group to the same records; the option's checks and the sweep tool's flag."""
 import json
+import os
 import os.path as osp
+from typing import NamedTuple
 
 import pytest
+from filelock import FileLock
 from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401
@@ -35,6 +38,28 @@ def _run(config, data_root, work_dir, checkpoint, workers=0, **options):
     return runner.test_loop.outcome
 
 
+class PerConditionRun(NamedTuple):
+    checkpoint: str
+    folder: str
+
+
+@pytest.fixture(scope='session')
+def det_per_condition(demo_data, run_root) -> PerConditionRun:
+    """The freshly initialised demo Oriented R-CNN and its per-condition run (the
+    reference of both detection tests), written once per run for every worker; read
+    only."""
+    root = osp.join(run_root, 'fan_out_det')
+    os.makedirs(root, exist_ok=True)
+    with FileLock(root + '.lock'):
+        if not osp.isfile(osp.join(root, 'done')):
+            checkpoint = untrained_checkpoint(DET_DEMO_CONFIG, osp.join(root, 'det.pth'))
+            _run(DET_DEMO_CONFIG, osp.join(demo_data, 'dior'), osp.join(root, 'one'),
+                 checkpoint)
+            with open(osp.join(root, 'done'), 'w', encoding='utf-8') as handle:
+                handle.write('ok\n')
+    return PerConditionRun(osp.join(root, 'det.pth'), osp.join(root, 'one'))
+
+
 @pytest.mark.slow  # 7 s or more: left out of make test-fast
 @pytest.mark.parametrize('workers', [0, 2])
 def test_fan_out_writes_the_records_of_the_per_condition_loop(demo_data, untrained_seg_checkpoint,
@@ -54,26 +79,30 @@ def test_fan_out_writes_the_records_of_the_per_condition_loop(demo_data, untrain
 
 
 @pytest.mark.slow  # 7 s or more: left out of make test-fast
-def test_fan_out_for_rotated_detection(demo_data, tmp_path):
-    checkpoint = untrained_checkpoint(DET_DEMO_CONFIG, str(tmp_path / 'det.pth'))
+def test_fan_out_for_rotated_detection(demo_data, det_per_condition, tmp_path):
     root = osp.join(demo_data, 'dior')
-    _run(DET_DEMO_CONFIG, root, str(tmp_path / 'one'), checkpoint)
-    _run(DET_DEMO_CONFIG, root, str(tmp_path / 'fan'), checkpoint, fan_out=9)
-    assert _comparable(condition_records(str(tmp_path / 'one'))) == \
+    _run(DET_DEMO_CONFIG, root, str(tmp_path / 'fan'), det_per_condition.checkpoint,
+         fan_out=9)
+    assert _comparable(condition_records(det_per_condition.folder)) == \
         _comparable(condition_records(str(tmp_path / 'fan')))
 
 
 @pytest.mark.slow  # 7 s or more: left out of make test-fast
 @pytest.mark.parametrize('config, folder', [(SEG_DEMO_CONFIG, 'potsdam'),
                                             (DET_DEMO_CONFIG, 'dior')])
-def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, folder):
+def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, folder,
+                                                   request):
     """``fan_out_batch=3``: three conditions' batches in one forward (9 conditions: three
     forwards per batch of images) give the per-condition records up to the float rounding
     of batched kernels."""
-    checkpoint = untrained_checkpoint(config, str(tmp_path / 'model.pth'))
     root, seg = osp.join(demo_data, folder), folder == 'potsdam'
+    if seg:
+        checkpoint, one = untrained_checkpoint(config, str(tmp_path / 'model.pth')), \
+            str(tmp_path / 'one')
+        _run(config, root, one, checkpoint, calibration=True)
+    else:  # the detection tests' shared per-condition run
+        checkpoint, one = request.getfixturevalue('det_per_condition')
     forwards = []
-    _run(config, root, str(tmp_path / 'one'), checkpoint, calibration=seg)
     runner_cfg = robustness_cfg(config, root, str(tmp_path / 'joined'), checkpoint,
                                 corruptions=CORRUPTIONS, severities=[1, 3], bootstrap=50,
                                 calibration=seg, fan_out=9, fan_out_batch=3)
@@ -85,8 +114,7 @@ def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, 
     runner.test()
     images = len(runner.test_loop.dataloader.dataset)
     assert sorted(forwards, reverse=True)[:3 * images] == [3] * (3 * images)
-    assert_same_up_to_batching(condition_records(str(tmp_path / 'one')),
-                               str(tmp_path / 'one'),
+    assert_same_up_to_batching(condition_records(one), one,
                                condition_records(str(tmp_path / 'joined')),
                                str(tmp_path / 'joined'))
 
