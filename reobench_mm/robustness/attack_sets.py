@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import Condition
-from ..attacks.spec import ATTACK_KINDS, AttackSpec, parse_attack
+from ..attacks.spec import ATTACK_KINDS, AttackSpec, eps_label, parse_attack
 from ..errors import SweepError
 from ..evaluation.keys import ATTACK_PREFIX
 from .plan import ConditionOnBase, corruptions_on_top
 
 __all__ = ['AttackCondition', 'AttackEntry', 'parse_attacks',
-           'attacks_to_dict', 'attack_conditions', 'check_attack_task']
+           'attacks_to_dict', 'attack_conditions', 'check_attack_task', 'attack_row']
 
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_]*$')
 _PLACEMENT_KEYS = ('corruptions', 'severities')
@@ -132,3 +132,14 @@ def check_attack_task(entries: Tuple[AttackEntry, ...], task: str) -> None:
     """
     for entry in entries:
         parse_attack(entry.name, entry.settings, task)
+
+
+def attack_row(condition: AttackCondition, value: float, stats: Any,
+               record: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The row of :func:`~reobench_mm.analysis.attack_table.attack_block` for an attack
+    condition evaluated to ``value`` (its metric, 0-100), with its per-image statistics
+    (or None) and what its run recorded (cost, curve; or None)."""
+    spec = condition.spec
+    return dict(attack=spec.name, type=spec.kind, eps=eps_label(spec.eps), norm=spec.norm,
+                base=condition.base_key, key=condition.key, value=value, stats=stats,
+                record=record)

@@ -379,7 +379,7 @@ CONFIG_ONLY_OPTIONS = tuple(n for n in SWEEP_OPTIONS
                                     if f.name == n).metadata['cli'] is None)
 #: The options of ``RobustnessValLoop`` (nothing is written while validating).
 VALIDATION_OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'border',
-                      'decode_cache_bytes', 'shifts')
+                      'decode_cache_bytes', 'shifts', 'attacks')
 #: The defaults of ``RobustnessValLoop`` where they differ (a few conditions, and no cache).
 VALIDATION_DEFAULTS = dict(corruptions=('cloud', 'gaussian_noise', 'haze'), severities=(3, ),
                            decode_cache_bytes=0)

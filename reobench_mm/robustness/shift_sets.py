@@ -31,7 +31,8 @@ from ..errors import SweepError
 from ..evaluation.keys import SHIFT_PREFIX
 from .plan import ConditionOnBase, corruptions_on_top
 
-__all__ = ['ShiftSet', 'ShiftCondition', 'parse_shifts', 'shifts_to_dict', 'shift_conditions']
+__all__ = ['ShiftSet', 'ShiftCondition', 'parse_shifts', 'shifts_to_dict', 'shift_conditions',
+           'shift_row']
 
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_-]*$')
 _ENTRY_KEYS = ('shift_type', 'dataset', 'corruptions', 'severities')
@@ -142,3 +143,13 @@ def shifts_to_dict(shifts: Tuple[ShiftSet, ...]) -> Optional[Dict[str, Any]]:
 def shift_conditions(shifts: Tuple[ShiftSet, ...], clean: Condition) -> List[ShiftCondition]:
     """Every shift condition of ``shifts``, set by set."""
     return [c for s in shifts for c in s.conditions(clean)]
+
+
+def shift_row(condition: ShiftCondition, value: float, stats: Any,
+              images: Optional[int]) -> Dict[str, Any]:
+    """The row of :func:`~reobench_mm.analysis.shift_table.shift_block` for a shift
+    condition evaluated to ``value`` (its metric, 0-100) on ``images`` images, with its
+    per-image statistics (or None)."""
+    return dict(name=condition.shift, shift_type=condition.shift_type,
+                condition=condition.base.key, key=condition.key, value=value, stats=stats,
+                images=images)

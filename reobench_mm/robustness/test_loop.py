@@ -32,7 +32,6 @@ from ..analysis.report import Report, make_provenance, write_report
 from ..analysis.results import ConditionResult
 from ..analysis.attack_table import attack_block
 from ..analysis.shift_table import shift_block
-from ..attacks.spec import eps_label
 from reobench_corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..engine.corruption_loop import empty_dataset_error
@@ -45,7 +44,7 @@ from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
 from ..fileio import file_sha256, json_round_trip
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
-from .attack_sets import AttackCondition, attacks_to_dict, check_attack_task
+from .attack_sets import AttackCondition, attack_row, attacks_to_dict, check_attack_task
 from .conditions import coerce_condition, records_by_block
 from .device_corruption import DeviceCorruption
 from .fan_out import FanOut
@@ -55,7 +54,7 @@ from .held_out import check_held_out, seen_in_training
 from .options import RobustnessOptions
 from .released_sets import FILES_SOURCE
 from .shards import write_shard_manifest
-from .shift_sets import ShiftCondition, shifts_to_dict
+from .shift_sets import ShiftCondition, shift_row, shifts_to_dict
 from .store import ConditionStore, calibration_details, condition_record_name
 from .switching import ConditionSwitching, robustness_metrics
 from .temperature import TemperatureFit
@@ -542,9 +541,8 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
             return None
         clean = first[self.plan.clean]
         stats = self.store.image_stats({**{self.plan.clean: clean}, **shifted})
-        rows = [dict(name=c.shift, shift_type=c.shift_type, condition=c.base.key, key=c.key,
-                     value=r['result']['value'], stats=stats[c],
-                     images=None if stats[c] is None else stats[c].num_images)
+        rows = [shift_row(c, r['result']['value'], stats[c],
+                          None if stats[c] is None else stats[c].num_images)
                 for c, r in shifted.items()]
         settings = self.options.interval_settings
         return shift_block(rows, id_value=clean['result']['value'],
@@ -559,9 +557,7 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
             return None
         clean = first[self.plan.clean]
         stats = self.store.image_stats({**{self.plan.clean: clean}, **attacked})
-        rows = [dict(attack=c.spec.name, type=c.spec.kind, eps=eps_label(c.spec.eps),
-                     norm=c.spec.norm, base=c.base_key, key=c.key,
-                     value=r['result']['value'], stats=stats[c], record=r.get('attack_run'))
+        rows = [attack_row(c, r['result']['value'], stats[c], r.get('attack_run'))
                 for c, r in attacked.items()]
         settings = self.options.interval_settings
         return attack_block(rows, clean_value=clean['result']['value'],

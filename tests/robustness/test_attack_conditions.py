@@ -83,10 +83,10 @@ def test_an_attack_on_a_corrupted_image(seg_run):
     assert osp.isfile(osp.join(seg_run[0], 'conditions', 'adv-pgd_haze_eps8_haze_s3.json'))
 
 
-def test_the_worst_of_the_battery_from_the_per_image_statistics(seg_run):
-    work_dir, metrics, _ = seg_run
-    records = condition_records(work_dir)
-    names = ['pgd', 'fgsm', 'segpgd', 'cospgd', 'apgd', 'pgd_haze']
+def _worst_of(work_dir, records, names):
+    """The worst of the battery of attacks ``names`` at ε = 8 on the clean images,
+    recomputed from the per-image statistics of their records: per image the attack with
+    the lowest per-image mIoU, then IoUMetric's pooled mIoU over the chosen areas."""
     stats = [read_stats_file(osp.join(work_dir, 'conditions',
                                       records[f'adv/{n}_eps8']['images']['file'])).task
              for n in names]
@@ -95,7 +95,14 @@ def test_the_worst_of_the_battery_from_the_per_image_statistics(seg_run):
     areas = np.stack([stats[a].areas[i] for i, a in enumerate(choice)]).astype(np.float64)
     union = areas[..., 1].sum(0) + areas[..., 2].sum(0) - areas[..., 0].sum(0)
     with np.errstate(invalid='ignore'):
-        expected = round(float(np.nanmean(areas[..., 0].sum(0) / union)) * 100, 2)
+        return round(float(np.nanmean(areas[..., 0].sum(0) / union)) * 100, 2)
+
+
+def test_the_worst_of_the_battery_from_the_per_image_statistics(seg_run):
+    work_dir, metrics, _ = seg_run
+    records = condition_records(work_dir)
+    names = ['pgd', 'fgsm', 'segpgd', 'cospgd', 'apgd', 'pgd_haze']
+    expected = _worst_of(work_dir, records, names)
     block = json.load(open(osp.join(work_dir, 'results.json')))['numbers']['attacks']
     (worst, ) = [w for w in block['worst'] if w['eps'] == '8' and w['base'] == 'clean']
     assert worst['attacks'] == names
@@ -104,6 +111,35 @@ def test_the_worst_of_the_battery_from_the_per_image_statistics(seg_run):
     assert worst['value'] <= min(records[f'adv/{n}_eps8']['result']['value'] for n in names)
     assert metrics['adv/worst_eps8/mIoU'] == worst['value']
     assert worst['value_ci'][0] <= worst['value'] <= worst['value_ci'][1]
+
+
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
+def test_the_validation_loop_attacks_and_its_worst_is_a_save_best_key(seg_run, demo_data,
+                                                                      trained_seg_checkpoint,
+                                                                      tmp_path):
+    """RobustnessValLoop with two attacks at ε = 8 on the test loop's images and model:
+    each attack's number is the test loop's, the worst of the two
+    (``adv/worst_eps8/mIoU``, what ``CheckpointHook(save_best=...)`` can keep the best
+    checkpoint by) is the one recomputed from the test loop's per-image statistics, and
+    the attacks leave the model's parameter gradients untouched."""
+    cfg = _cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), str(tmp_path / 'val'),
+               trained_seg_checkpoint)
+    cfg.val_dataloader, cfg.val_evaluator = cfg.test_dataloader, cfg.test_evaluator
+    cfg.val_cfg = dict(type='RobustnessValLoop', corruptions=['haze'], severities=[3],
+                       attacks=dict(pgd=SEG_ATTACKS['pgd'], fgsm=SEG_ATTACKS['fgsm']))
+    runner = Runner.from_cfg(cfg)
+    metrics = runner.val()
+    work_dir = seg_run[0]
+    records = condition_records(work_dir)
+    for key in ('adv/pgd_eps0', 'adv/pgd_eps2', 'adv/pgd_eps8', 'adv/fgsm_eps8', 'haze_s3'):
+        record = records[key.replace('_s3', '@3')]
+        assert metrics[f'{key}/mIoU'] == pytest.approx(record['result']['value'], abs=1e-9), key
+    assert metrics['adv/worst_eps8/mIoU'] == pytest.approx(
+        _worst_of(work_dir, records, ['pgd', 'fgsm']), abs=1e-9)
+    assert 'adv/worst_eps2/mIoU' not in metrics  # one attack at ε = 2: no battery
+    assert all(p.grad is None for p in runner.model.parameters())
+    assert runner.message_hub.get_scalar('val/adv/worst_eps8/mIoU').current() == \
+        metrics['adv/worst_eps8/mIoU']
 
 
 def test_logger_keys_report_and_plot(seg_run):
