@@ -10,7 +10,7 @@ A wrapper in the manner of MMEngine's (``ClassBalancedDataset``, ``RepeatDataset
 
 It builds the inner dataset, checks the map from the inner dataset's classes (its
 ``metainfo['classes']``) onto ``classes``
-(:class:`~reobench_mm.datasets.class_map.ClassMap`: every class mapped or ignored, no
+(:class:`~reobench_mm.structures.class_map.ClassMap`: every class mapped or ignored, no
 disagreeing or unknown names), inserts
 :class:`~reobench_mm.transforms.class_map.MapClasses` after the inner pipeline's
 annotation-loading step, and presents the target classes as its ``metainfo``, so the
@@ -26,7 +26,7 @@ from mmengine.dataset import BaseDataset
 
 from ..registry import DATASETS
 from ..transforms.class_map import MapClasses
-from .class_map import ClassMap, MappingLike
+from ..structures.class_map import ClassMap, MappingLike
 from .wrapping import build_inner_dataset
 
 __all__ = ['ClassMappedDataset']

@@ -21,7 +21,7 @@ from typing import Any, Dict, Sequence
 
 from mmcv.transforms import BaseTransform
 
-from ..datasets.class_map import ClassMap, MappingLike
+from ..structures.class_map import ClassMap, MappingLike
 from ..registry import TRANSFORMS
 
 __all__ = ['MapClasses']
@@ -35,7 +35,7 @@ _INSTANCE_KEYS = ('gt_bboxes', 'gt_bboxes_labels', 'gt_ignore_flags', 'gt_masks'
 @TRANSFORMS.register_module()
 class MapClasses(BaseTransform):
     """Map the labels of one label set onto another (see the module docstring and
-    :class:`~reobench_mm.datasets.class_map.ClassMap` for the rules and the errors).
+    :class:`~reobench_mm.structures.class_map.ClassMap` for the rules and the errors).
 
     Args:
         source_classes: the test set's classes, in label-value order.

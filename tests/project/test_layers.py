@@ -39,7 +39,7 @@ PACKAGE_DIR = osp.join(PROJECT_ROOT, PACKAGE)
 #: matching prefix decides. ``''`` is the package root.
 LAYERS: Dict[str, int] = {
     'version': 1, 'fileio': 1, 'registry': 1, 'errors': 1,
-    'corruptions': 2,
+    'corruptions': 2, 'structures': 2,
     'transforms': 3, 'datasets': 3,
     'models': 4, 'attacks': 4,
     'evaluation': 5,

@@ -32,6 +32,8 @@ FOLDERS = {
 # Modules exercised only through other modules: module -> (test file, how).
 COVERED_ELSEWHERE = {
     'reobench_mm.evaluation': ('evaluation/test_calibration.py', 'the package namespace'),
+    'reobench_mm.structures': ('transforms/test_class_map.py',
+                               'the package namespace (ClassMap, through its module)'),
     'reobench_mm.evaluation.metrics': ('evaluation/test_calibration.py', 'the metrics registered'),
     'reobench_mm.models': ('configs/test_configs.py', 'every config builds its model'),
     'reobench_mm.utils': ('tools/test_train_test_tools.py', 'the tools read configs'),

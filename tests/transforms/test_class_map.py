@@ -14,7 +14,7 @@ import torch
 
 import reobench_mm  # noqa: F401
 from helpers import DET_DEMO_CONFIG, SEG_DEMO_CONFIG
-from reobench_mm.datasets.class_map import ClassMap
+from reobench_mm.structures.class_map import ClassMap
 from reobench_mm.robustness.sweep import run_sweep
 from reobench_mm.transforms.class_map import MapClasses
 from sweep_helpers import sweep_options, untrained_checkpoint
