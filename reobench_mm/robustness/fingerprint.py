@@ -63,7 +63,7 @@ __all__ = [
     'COSMETIC_OPTIONS', 'FINGERPRINT_PARTS', 'CODE_SOURCES',
     'is_cosmetic', 'result_options', 'canonical', 'canonical_json', 'flatten_config',
     'config_fingerprint', 'dataset_fingerprint', 'code_fingerprint', 'run_fingerprint',
-    'differing_parts'
+    'differing_parts', 'SHIFT_SET_PART', 'FILE_SET_PART', 'OWN_DATA_PARTS', 'without_own_data'
 ]
 
 #: Config keys (dotted, ``fnmatch`` patterns) that do not change the numbers: left out of
@@ -82,6 +82,11 @@ FINGERPRINT_PARTS: Dict[str, Tuple[str, ...]] = {
     'options': ('cfg_options', 'seed', 'protocol', 'border', 'calibration',
                 'temperature_scaling', 'temperature_fit', 'precision', 'corruption_device'),
 }
+#: The entries of a record's ``data`` part that describe the condition's own test data
+#: (a shift set's, the files a corruption is read from), added to the run's fingerprint
+#: in that condition's record only.
+SHIFT_SET_PART, FILE_SET_PART = 'shift_set', 'file_set'
+OWN_DATA_PARTS = (SHIFT_SET_PART, FILE_SET_PART)
 
 #: Sources (folders or files, relative to the folder that holds the ``reobench_mm`` and
 #: ``reobench_corruptions`` packages) that compute a condition's numbers: the corruption
@@ -352,3 +357,14 @@ def differing_parts(recorded: Any, current: Mapping[str, Any],
         if unknown:
             out.append(('format', f'unknown keys {unknown} (written by another version)'))
     return out
+
+
+def without_own_data(fingerprint: Any) -> Any:
+    """A record's fingerprint as the run's: without the entries of
+    :data:`OWN_DATA_PARTS` in its ``data`` part (anything that is not a fingerprint object
+    is returned as it is)."""
+    if not isinstance(fingerprint, Mapping) or not isinstance(fingerprint.get('data'),
+                                                              Mapping):
+        return fingerprint
+    data = {k: v for k, v in fingerprint['data'].items() if k not in OWN_DATA_PARTS}
+    return dict(fingerprint, data=data)

@@ -21,7 +21,7 @@ from ..engine.workdir import write_error
 from ..errors import SweepError
 from ..evaluation.keys import results_task
 from ..fileio import atomic_write_bytes, dump_json_atomic, read_json
-from .fingerprint import differing_parts
+from .fingerprint import differing_parts, without_own_data
 from .store import (CONDITIONS_DIR, calibration_details, image_files, read_image_stats,
                     record_consistency_problem, record_identity_problem)
 
@@ -145,8 +145,10 @@ def _shard_record(manifest: str, file: str, name: str, is_seed: bool, data: Mapp
         condition = Condition.from_key(name, first['protocol'])
     if problem is None:
         problem = record_identity_problem(record, condition.key)
-    if problem is None and record['fingerprint'] != data['fingerprint']:
-        parts = [part for part, _ in differing_parts(record['fingerprint'],
+    # a shift set's or a file-read condition's record adds its own data to the run's
+    # fingerprint, which every record of the shard shares
+    if problem is None and without_own_data(record['fingerprint']) != data['fingerprint']:
+        parts = [part for part, _ in differing_parts(without_own_data(record['fingerprint']),
                                                      data['fingerprint'])]
         problem = f'was written for other inputs than its shard (differs in {parts})'
     if problem is None:

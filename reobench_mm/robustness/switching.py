@@ -42,6 +42,7 @@ from ..transforms.placement import (Placement, corruption_steps, place_condition
                                     stop_live_workers)
 from .attack_sets import AttackCondition
 from .conditions import kind_of
+from .fingerprint import FILE_SET_PART, SHIFT_SET_PART
 from .decode_cache import cache_loading_steps
 from .plan import SweepPlan
 from .released_sets import files_dataset_cfg
@@ -242,7 +243,7 @@ class ConditionSwitching:
             return run
         out = copy.deepcopy(dict(run))
         shift = kind_of(condition).own_data
-        part = 'shift_set' if shift else 'file_set'
+        part = SHIFT_SET_PART if shift else FILE_SET_PART
         name = condition.label if shift else getattr(condition, 'base', condition).key
         out['data'] = dict(out.get('data') or {},
                            **{part: dict(name=name, **self.condition_data.fingerprint(*own))})

@@ -88,7 +88,7 @@ def _write_released(root, data_root):
 
 
 def _runner(tmp_path, data_root, work, files=None, corruptions=('haze', 'rotate'),
-            severities=(2, 3), prefix=None):
+            severities=(2, 3), prefix=None, shard=None):
     cfg = Config.fromfile(SEG_DEMO_CONFIG)
     cfg.work_dir = str(tmp_path / work)
     cfg.log_level = 'WARNING'
@@ -103,7 +103,8 @@ def _runner(tmp_path, data_root, work, files=None, corruptions=('haze', 'rotate'
         untrained_checkpoint(SEG_DEMO_CONFIG, checkpoint)
     cfg.load_from = checkpoint
     cfg.test_cfg = dict(type='RobustnessTestLoop', corruptions=list(corruptions),
-                        severities=list(severities), plots=False, corruption_files=files)
+                        severities=list(severities), plots=False, corruption_files=files,
+                        shard=shard)
     return Runner.from_cfg(cfg)
 
 
@@ -157,3 +158,31 @@ def test_a_sweep_reads_the_released_layout_instead_of_synthesising(demo_data, tm
     with pytest.raises(FingerprintMismatchError, match='the files read for haze@3'):
         _runner(tmp_path, data_root, 'files', files, corruptions=('haze', ),
                 severities=(3, )).test()
+
+
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
+def test_shards_of_a_run_reading_files_merge_to_its_numbers(demo_data, tmp_path):
+    """A run reading haze from files in two shards, merged: the records and numbers of the
+    run in one piece (each file-read record's fingerprint adds its own file set to the
+    run's, which the merge must tell apart from a record of other inputs)."""
+    from reobench_mm.robustness.shards import merge_sweeps
+    data_root = osp.join(demo_data, 'potsdam')
+    released = str(tmp_path / 'Potsdam_corrupted')
+    _write_released(released, data_root)
+    files = dict(dataset=dict(data_prefix=dict(img_path=IMAGES.format(root=released))),
+                 corruptions=['haze'])
+    options = dict(files=files, corruptions=('haze', 'gaussian_noise'), severities=(3, ))
+    _runner(tmp_path, data_root, 'whole', **options).test()
+    for i in range(2):
+        _runner(tmp_path, data_root, f'shard{i}', shard=f'{i}/2', **options).test()
+    merged = merge_sweeps([str(tmp_path / 'shard0'), str(tmp_path / 'shard1')],
+                          str(tmp_path / 'merged'), plots=False)
+    whole = condition_records(str(tmp_path / 'whole'))
+    assert whole['haze@3']['source'] == 'files'
+    for key, record in whole.items():
+        shard = condition_records(str(tmp_path / f'shard{int(key == "haze@3")}'))
+        assert shard[key]['metrics'] == record['metrics'], key
+    with open(merged.files['results.json']) as handle:
+        got = json.load(handle)['numbers']
+    with open(tmp_path / 'whole' / 'results.json') as handle:
+        assert got == json.load(handle)['numbers']
