@@ -30,8 +30,6 @@ from torch.utils.data import DataLoader
 
 from ..analysis.report import Report, make_provenance, write_report
 from ..analysis.results import ConditionResult
-from ..analysis.attack_table import attack_block
-from ..analysis.shift_table import shift_block
 from reobench_corruptions.condition import Condition
 from ..engine import checkpoint as _checkpoint
 from ..engine.corruption_loop import empty_dataset_error
@@ -44,7 +42,8 @@ from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
 from ..fileio import file_sha256, json_round_trip
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
-from .attack_sets import AttackCondition, attack_row, attacks_to_dict, check_attack_task
+from .attack_sets import attacks_to_dict, check_attack_task
+from .condition_blocks import blocks_of
 from .conditions import coerce_condition, records_by_block
 from .device_corruption import DeviceCorruption
 from .fan_out import FanOut
@@ -54,7 +53,7 @@ from .held_out import check_held_out, seen_in_training
 from .options import RobustnessOptions
 from .released_sets import FILES_SOURCE
 from .shards import write_shard_manifest
-from .shift_sets import ShiftCondition, shift_row, shifts_to_dict
+from .shift_sets import shifts_to_dict
 from .store import ConditionStore, calibration_details, condition_record_name
 from .switching import ConditionSwitching, robustness_metrics
 from .temperature import TemperatureFit
@@ -528,42 +527,18 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
                               for c, r in further.items()},
                 corruption_seed=plan.seed, seed_image_stats=self.store.image_stats(further),
                 seed_image_files=self.store.image_files(further),
-                blocks=dict(shifts=self._shift_block(first, by_block['shifts']),
-                            attacks=self._attack_block(first, by_block['attacks'])))
+                blocks=self._blocks(first[plan.clean], by_block))
         except OSError as error:
             raise write_error(error.filename or f'the report in {self.work_dir}',
                               error) from None
 
-    def _shift_block(self, first: Dict[Condition, dict],
-                     shifted: Dict[ShiftCondition, dict]) -> Optional[dict]:
-        """The shift sets' block of the report (None without shift sets)."""
-        if not shifted:
-            return None
-        clean = first[self.plan.clean]
-        stats = self.store.image_stats({**{self.plan.clean: clean}, **shifted})
-        rows = [shift_row(c, r['result']['value'], stats[c],
-                          None if stats[c] is None else stats[c].num_images)
-                for c, r in shifted.items()]
-        settings = self.options.interval_settings
-        return shift_block(rows, id_value=clean['result']['value'],
-                           metric=self.task.metric_name, id_stats=stats[self.plan.clean],
-                           resamples=settings['resamples'], level=settings['level'],
-                           seed=settings['seed'])
-
-    def _attack_block(self, first: Dict[Condition, dict],
-                      attacked: Dict[AttackCondition, dict]) -> Optional[dict]:
-        """The attacks' block of the report (None without attacks)."""
-        if not attacked:
-            return None
-        clean = first[self.plan.clean]
-        stats = self.store.image_stats({**{self.plan.clean: clean}, **attacked})
-        rows = [attack_row(c, r['result']['value'], stats[c], r.get('attack_run'))
-                for c, r in attacked.items()]
-        settings = self.options.interval_settings
-        return attack_block(rows, clean_value=clean['result']['value'],
-                            metric=self.task.metric_name, clean_stats=stats[self.plan.clean],
-                            resamples=settings['resamples'], level=settings['level'],
-                            seed=settings['seed'])
+    def _blocks(self, clean: dict, by_block: Dict[str, Dict[Any, dict]]) -> Dict[str, dict]:
+        """The result blocks of the shift sets' and attacks' records
+        (:func:`~reobench_mm.robustness.condition_blocks.blocks_of`)."""
+        stats = self.store.image_stats(
+            {self.plan.clean: clean, **{c: r for b in by_block.values() for c, r in b.items()}})
+        return blocks_of(by_block, clean, stats[self.plan.clean], stats,
+                         self.task.metric_name, self.options.interval_settings)
 
     def _worst_case_panels(self, cases: dict) -> list:
         """Thumbnails of the worst cases: the model run again on each under its
