@@ -35,7 +35,7 @@ from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
                                                check_resamples)
 from .decode_cache import DEFAULT_MAX_BYTES
 from .device_corruption import CORRUPTION_DEVICES
-from .plan import SweepPlan
+from .plan import SweepPlan, shard_conditions
 from .released_sets import parse_corruption_files
 from .attack_sets import AttackCondition, attack_conditions, attacks_to_dict, parse_attacks
 from .shift_sets import ShiftCondition, parse_shifts, shift_conditions, shifts_to_dict
@@ -220,14 +220,6 @@ class RobustnessOptions:
                              'geometric corruption would be split by their own labels; fit '
                              'the temperature on a val_dataloader of other images instead')
         set_(self, 'attacks', parse_attacks(self.attacks, self.protocol))
-        if self.attacks and self.shard is not None:
-            raise SweepError('attacks cannot be sharded yet: evaluate the attacks in a run '
-                             'without shard (the same out_dir reuses its finished '
-                             'conditions)')
-        if self.shifts and self.shard is not None:
-            raise SweepError('shifts cannot be sharded yet: evaluate the shift sets in a run '
-                             'without shard (the same out_dir reuses its finished '
-                             'conditions)')
         seen = self.seen_corruptions
         if seen is not None and seen != 'auto':
             if isinstance(seen, str):
@@ -312,9 +304,10 @@ class RobustnessOptions:
 
     @property
     def conditions(self) -> List[Any]:
-        """The conditions of a run with these options: the plan's (the shard's, or all),
-        then the shift sets', then the attacks'."""
-        return self.plan.conditions + self.shift_conditions + self.attack_conditions
+        """The conditions of a run with these options: :attr:`all_conditions`, or with a
+        shard ``(i, n)`` every n-th of them from i (every kind of condition is sharded;
+        the plan's come first, so its conditions are split as the plan splits them)."""
+        return shard_conditions(self.all_conditions, self.shard)
 
     @property
     def all_conditions(self) -> List[Any]:

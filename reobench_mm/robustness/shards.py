@@ -1,11 +1,16 @@
 """Sharded robustness runs: the manifest each shard writes and the merge of the shards.
 
-A sharded run (``shard=(i, n)``) evaluates every n-th condition from i
-(:mod:`~reobench_mm.robustness.plan`) and writes, beside its condition records, a
+A sharded run (``shard=(i, n)``) evaluates every n-th condition from i of every kind
+(:attr:`~reobench_mm.robustness.options.RobustnessOptions.conditions`: the corruptions,
+then the shift sets' and the attacks' conditions) and writes, beside its condition
+records, a
 manifest ``shard_<i>-of-<n>.json`` (:func:`write_shard_manifest`): what it evaluated (the
 condition files) of how many conditions in all, with the run's fingerprint and
 provenance. :func:`merge_sweeps` checks every shard's manifest and records as a resumed
-run checks them and writes the report of the whole run.
+run checks them and writes the report of the whole run (the shift sets' and attacks'
+conditions rebuilt from the options the provenance holds, their blocks built from their
+records as the unsharded run builds them:
+:mod:`~reobench_mm.robustness.condition_blocks`).
 """
 from __future__ import annotations
 
@@ -21,7 +26,11 @@ from ..engine.workdir import write_error
 from ..errors import SweepError
 from ..evaluation.keys import results_task
 from ..fileio import atomic_write_bytes, dump_json_atomic, read_json
+from .attack_sets import attack_conditions, parse_attacks
+from .condition_blocks import blocks_of
+from .conditions import records_by_block
 from .fingerprint import differing_parts, without_own_data
+from .shift_sets import parse_shifts, shift_conditions
 from .store import (CONDITIONS_DIR, calibration_details, image_files, read_image_stats,
                     record_consistency_problem, record_identity_problem)
 
@@ -121,11 +130,26 @@ def _gather_image_files(files: Mapping[Condition, Tuple[str, str]], out_dir: str
     return out
 
 
+def prefixed_conditions(manifest: Mapping[str, Any]) -> Dict[str, Any]:
+    """key -> condition of the shift sets' and attacks' conditions of the run a shard
+    manifest belongs to, in run order, rebuilt from the options its provenance holds."""
+    provenance = manifest['provenance']
+    extra = provenance.get('extra') or {}
+    protocol = manifest['protocol']
+    clean = Condition(seed=int(provenance.get('seed') or 0), protocol=protocol,
+                      border=extra.get('border') or 'reflect')
+    conditions = shift_conditions(parse_shifts(extra.get('shifts'), protocol), clean) + \
+        attack_conditions(parse_attacks(extra.get('attacks'), protocol), clean)
+    return {c.key: c for c in conditions}
+
+
 def _shard_record(manifest: str, file: str, name: str, is_seed: bool, data: Mapping[str, Any],
-                  first: Mapping[str, Any]) -> Tuple[Any, Optional[Condition], Optional[str]]:
+                  first: Mapping[str, Any], prefixed: Mapping[str, Any]
+                  ) -> Tuple[Any, Optional[Any], Optional[str]]:
     """``(record, condition, problem)`` of a record a manifest lists under ``name`` (a
-    condition key, or the tag of a further corruption seed's condition): checked as a
-    resumed sweep checks it, and against the manifest's fingerprint."""
+    condition key, or the tag of a further corruption seed's condition; ``prefixed``:
+    the run's shift and attack conditions by key): checked as a resumed sweep checks it,
+    and against the manifest's fingerprint."""
     if osp.islink(file):
         raise SweepError(f'{manifest} lists {file}, a symbolic link: a shard\'s records '
                          'must be its own files; run that shard again')
@@ -141,8 +165,13 @@ def _shard_record(manifest: str, file: str, name: str, is_seed: bool, data: Mapp
         else:
             if condition.tag != name:
                 problem = f'is the record of {condition.tag!r}, not {name!r}'
+    elif problem is None and name in prefixed:
+        condition = prefixed[name]
     elif problem is None:
-        condition = Condition.from_key(name, first['protocol'])
+        try:
+            condition = Condition.from_key(name, first['protocol'])
+        except ValueError as error:
+            problem = f'is listed as {name!r}, which is no condition of the run ({error})'
     if problem is None:
         problem = record_identity_problem(record, condition.key)
     # a shift set's or a file-read condition's record adds its own data to the run's
@@ -194,8 +223,10 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
     missing = sorted(set(range(count)) - present)
     if missing:
         raise SweepError(f'shards {missing} of {count} have no manifest; run them first')
+    prefixed = prefixed_conditions(first)
     partials, seen, records, stats, folders = [], set(), {}, {}, {}
     further: Dict[Condition, dict] = {}
+    others: Dict[Any, dict] = {}  # the shift sets' and attacks' records
     for work_dir, path, data in manifests:
         if data['shard'][0] in seen:
             continue  # the same shard in two work dirs: take the first
@@ -207,7 +238,7 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
         for name, relative, is_seed in entries:
             file = osp.join(work_dir, str(relative))
             record, condition, problem = _shard_record(path, file, name, is_seed, data,
-                                                       first)
+                                                       first, prefixed)
             if problem is None:
                 try:
                     stats[condition] = read_image_stats(record, osp.dirname(file))
@@ -218,16 +249,23 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
                                  '(it evaluates that condition again)')
             if is_seed:
                 further[condition] = record
+            elif name in prefixed:
+                others[condition] = record
             else:
                 partial[name] = ConditionResult.from_dict(record['result'])
                 records[condition] = record
             folders[condition] = osp.dirname(file)
         partials.append(partial)
     merged = merge_results(partials, protocol=first['protocol'], task=first['task'])
-    if len(merged) + len(further) != first['num_conditions']:
-        raise SweepError(f'the shards hold {len(merged) + len(further)} conditions, the '
-                         f'sweep has {first["num_conditions"]}')
+    held = len(merged) + len(further) + len(others)
+    if held != first['num_conditions']:
+        raise SweepError(f'the shards hold {held} conditions, the sweep has '
+                         f'{first["num_conditions"]}')
     extra = first['provenance'].get('extra') or {}
+    clean = next(c for c in records if c.is_clean)
+    _, by_block = records_by_block({c: others[c] for c in prefixed.values() if c in others})
+    blocks = blocks_of(by_block, records[clean], stats[clean], stats,
+                       results_task(first['task']).metric_name, extra.get('intervals'))
     files = _gather_image_files(image_files(records, folders.get), out_dir)
     seed_files = _gather_image_files(image_files(further, folders.get), out_dir)
     try:
@@ -242,6 +280,6 @@ def merge_sweeps(work_dirs: Sequence[str], out_dir: str, plots: bool = True) -> 
                                           for c, r in further.items()},
                             corruption_seed=int(first['provenance'].get('seed') or 0),
                             seed_image_stats={c: stats[c] for c in further},
-                            seed_image_files=seed_files)
+                            seed_image_files=seed_files, blocks=blocks)
     except OSError as error:
         raise write_error(error.filename or f'the report in {out_dir}', error) from None

@@ -567,5 +567,5 @@ class RobustnessTestLoop(FanOut, ConditionSwitching, TestLoop):
                              if not plan.is_extra_seed(c)},
             seed_condition_files={c.tag: condition_record_name(c) for c in self.conditions
                                   if plan.is_extra_seed(c)},
-            num_conditions=len(plan.all_conditions), fingerprint=self.fingerprint,
+            num_conditions=len(self.all_conditions), fingerprint=self.fingerprint,
             provenance=self.provenance())

@@ -191,11 +191,8 @@ def test_batch_sizes_one_and_four_give_the_same_numbers(demo_data, trained_seg_c
     assert np.array_equal(results[0][1], results[1][1])
 
 
-def test_attacks_are_refused_with_shards_and_bad_entries(demo_data, trained_seg_checkpoint, tmp_path):
+def test_bad_attack_entries_are_refused(demo_data, trained_seg_checkpoint, tmp_path):
     root = osp.join(demo_data, 'potsdam')
-    with pytest.raises(SweepError, match='attacks cannot be sharded yet'):
-        Runner.from_cfg(_cfg(SEG_DEMO_CONFIG, root, str(tmp_path), trained_seg_checkpoint,
-                             shard='0/2', attacks=dict(pgd=dict(eps=[8])))).test()
     with pytest.raises(SweepError, match=r"attacks\['pgd'\]: eps is required"):
         Runner.from_cfg(_cfg(SEG_DEMO_CONFIG, root, str(tmp_path), trained_seg_checkpoint,
                              attacks=dict(pgd=dict(steps=2)))).test()

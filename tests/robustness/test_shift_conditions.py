@@ -105,10 +105,59 @@ def test_bad_shift_sets_are_refused_by_name(shifts, message):
         RobustnessOptions.create(dict(shifts=shifts))
 
 
-def test_shift_sets_with_a_shard_are_refused():
-    with pytest.raises(SweepError, match='shifts cannot be sharded'):
-        RobustnessOptions.create(dict(shard='0/2', shifts=dict(
-            a=dict(shift_type='scale', dataset=dict(type='X')))))
+def test_a_shard_takes_every_kind_of_condition_in_turn():
+    """The shards split the run's whole list (corruptions, then the shift sets', then the
+    attacks'), each its every n-th condition: together every condition once."""
+    options = dict(corruptions=['haze'], severities=[3], attacks=dict(pgd=dict(eps=[4])),
+                   shifts=dict(a=dict(shift_type='scale', dataset=dict(type='X'),
+                                      corruptions=['cloud'], severities=[2])))
+    whole = RobustnessOptions.create(options).conditions
+    assert [c.key for c in whole] == ['clean', 'haze@3', 'shift/a', 'shift/a/cloud@2',
+                                      'adv/pgd_eps4']
+    shards = [RobustnessOptions.create(dict(options, shard=f'{i}/2')).conditions
+              for i in range(2)]
+    assert [c.key for c in shards[0]] == ['clean', 'shift/a', 'adv/pgd_eps4']
+    assert [c.key for c in shards[1]] == ['haze@3', 'shift/a/cloud@2']
+
+
+@pytest.mark.slow  # 3 s or more: left out of make test-fast
+def test_shards_with_shift_sets_and_attacks_merge_to_the_unsharded_run(demo_data,
+                                                                       untrained_seg_checkpoint,
+                                                                       tmp_path):
+    """Two shards of a run with a shift set (a corruption on top) and an attack, merged:
+    every record, number and block (the shifts' and attacks' with their intervals) and
+    the report as the run in one piece writes them."""
+    from reobench_mm.robustness.shards import merge_sweeps
+    from sweep_helpers import robustness_cfg
+    data_root = osp.join(demo_data, 'potsdam')
+    loop = dict(corruptions=['haze'], severities=[3], bootstrap=100,
+                attacks=dict(fgsm=dict(eps=[4])),
+                shifts=dict(shifted=dict(shift_type='sensor', dataset=_potsdam_set(
+                    osp.join(demo_data, 'potsdam_shifted')), corruptions=['cloud'],
+                    severities=[2])))
+    for work, shard in (('whole', None), ('shard0', '0/2'), ('shard1', '1/2')):
+        Runner.from_cfg(robustness_cfg(SEG_DEMO_CONFIG, data_root, str(tmp_path / work),
+                                       untrained_seg_checkpoint, shard=shard,
+                                       **loop)).test()
+    merged = merge_sweeps([str(tmp_path / 'shard0'), str(tmp_path / 'shard1')],
+                          str(tmp_path / 'merged'), plots=False)
+    whole = condition_records(str(tmp_path / 'whole'))
+    sharded = {**condition_records(str(tmp_path / 'shard0')),
+               **condition_records(str(tmp_path / 'shard1'))}
+    assert sorted(sharded) == sorted(whole) == [
+        'adv/fgsm_eps4', 'clean', 'haze@3', 'shift/shifted', 'shift/shifted/cloud@2']
+    for key, record in whole.items():
+        assert sharded[key]['metrics'] == record['metrics'], key
+    with open(merged.files['results.json']) as handle:
+        got = json.load(handle)['numbers']
+    with open(tmp_path / 'whole' / 'results.json') as handle:
+        expected = json.load(handle)['numbers']
+    for row in expected['attacks']['attacks'] + got['attacks']['attacks']:
+        for name in ('seconds', 'seconds_per_image', 'peak_memory_bytes'):
+            row.pop(name)  # what each run measured of the machine
+    assert got == expected
+    assert got['shifts']['sets'][1]['condition'] == 'cloud@2'
+    assert got['attacks']['attacks'][0]['value_ci'] is not None
 
 
 # ----------------------------------------------------------------------------- the block
