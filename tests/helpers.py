@@ -61,6 +61,19 @@ def run_tools_together(*commands, meanwhile=None):
     return outputs
 
 
+@contextlib.contextmanager
+def _as_main(cwd: str):
+    """Run a tool's main in this process from ``cwd``: the working directory and
+    ``sys.argv`` (which the body may set) are put back afterwards."""
+    before, before_argv = os.getcwd(), sys.argv
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+        sys.argv = before_argv
+
+
 def stock_tool_here(path: str, argv, cwd: str = PROJECT_ROOT) -> str:
     """A toolbox's own tool (e.g. mmrotate's ``tools/test.py``) run as its ``__main__`` in
     this process; returns what it printed and logged. For the reference side of a
@@ -68,15 +81,9 @@ def stock_tool_here(path: str, argv, cwd: str = PROJECT_ROOT) -> str:
     test still runs in a process of its own, as users run it. Each call saves an
     interpreter start (about 7 s of imports)."""
     out = io.StringIO()
-    before, before_argv = os.getcwd(), sys.argv
-    os.chdir(cwd)
-    sys.argv = [path, *(str(a) for a in argv)]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            runpy.run_path(path, run_name='__main__')
-    finally:
-        os.chdir(before)
-        sys.argv = before_argv
+    with _as_main(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        sys.argv = [path, *(str(a) for a in argv)]
+        runpy.run_path(path, run_name='__main__')
     return out.getvalue()
 
 
@@ -122,19 +129,15 @@ def call_tool(relative_path: str, argv, cwd: str = PROJECT_ROOT) -> int:
     from reobench_cli import run_tool
     module = load_tool(relative_path)
     argv = [str(a) for a in argv]
-    before, before_argv = os.getcwd(), sys.argv
-    os.chdir(cwd)
-    try:
-        if inspect.signature(module.main).parameters:
-            return run_tool(module.main, argv)
-        sys.argv = [osp.join(PROJECT_ROOT, 'tools', relative_path), *argv]
-        return run_tool(module.main)
-    except SystemExit as exit_info:  # argparse's --help and refusals
-        code = exit_info.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
-    finally:
-        os.chdir(before)
-        sys.argv = before_argv
+    with _as_main(cwd):
+        try:
+            if inspect.signature(module.main).parameters:
+                return run_tool(module.main, argv)
+            sys.argv = [osp.join(PROJECT_ROOT, 'tools', relative_path), *argv]
+            return run_tool(module.main)
+        except SystemExit as exit_info:  # argparse's --help and refusals
+            code = exit_info.code
+            return code if isinstance(code, int) else (0 if code is None else 1)
 
 
 def call_tool_command(command) -> None:

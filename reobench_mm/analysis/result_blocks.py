@@ -44,7 +44,6 @@ class ResultBlock:
     Attributes:
         name: the field of ``results.json``'s ``numbers`` and of ``summary.blocks``.
         prefix: the key prefix of the conditions whose numbers it holds.
-        title: what it holds, in messages.
         metric_keys: ``block -> {logger key: value}``.
         report_lines: ``(block, plot files written) -> the lines of its report section``.
         plot_file: the file name of its plot (None: it has none).
@@ -52,7 +51,6 @@ class ResultBlock:
     """
     name: str
     prefix: str
-    title: str
     metric_keys: Callable[[Block], Dict[str, float]]
     report_lines: Callable[[Block, Sequence[str]], List[str]]
     plot_file: Optional[str] = None
@@ -70,9 +68,8 @@ def _attack_report(block: Block, plots: Sequence[str]) -> List[str]:
 
 #: Every kind of block, in the order ``results.json`` and the report hold them.
 RESULT_BLOCKS: Tuple[ResultBlock, ...] = (
-    ResultBlock('shifts', SHIFT_PREFIX, 'shift sets (other test sets)', shift_metric_keys,
-                _shift_report),
-    ResultBlock('attacks', ATTACK_PREFIX, 'attacks', attack_metric_keys, _attack_report,
+    ResultBlock('shifts', SHIFT_PREFIX, shift_metric_keys, _shift_report),
+    ResultBlock('attacks', ATTACK_PREFIX, attack_metric_keys, _attack_report,
                 ATTACK_CURVES_PLOT, plot_attack_curves),
 )
 RESULT_BLOCK_NAMES: Tuple[str, ...] = tuple(b.name for b in RESULT_BLOCKS)

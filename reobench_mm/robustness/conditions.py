@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple, TypeVar
 
 from reobench_corruptions.condition import Condition
-from ..evaluation.keys import ATTACK_PREFIX, SHIFT_PREFIX
 from .attack_sets import AttackCondition
 from .plan import SweepPlan
 from .shift_sets import ShiftCondition
@@ -45,8 +44,6 @@ class ConditionKind:
         name: ``'corruption'``, ``'shift'``, ``'attack'``.
         condition_type: the class of its conditions.
         option: the option of ``test_cfg`` (and the sweep) that declares them.
-        prefix: the first part of their keys and file tags (None: a corruption's key,
-            ``'cloud@3'``).
         block: the result block that reports them (None: the run's corruption table).
         own_data: evaluated on a test set of its own, named by the condition's ``label``.
         attacked: every batch attacked before the model predicts it; the condition's
@@ -55,18 +52,22 @@ class ConditionKind:
     name: str
     condition_type: type
     option: str
-    prefix: Optional[str]
     block: Optional[str]
     own_data: bool = False
     attacked: bool = False
 
+    @property
+    def prefix(self) -> Optional[str]:
+        """The first part of its conditions' keys and file tags, as their class defines
+        it (None: a corruption's key, ``'cloud@3'``)."""
+        return getattr(self.condition_type, 'prefix', None)
+
 
 #: Every kind of condition, in the order a run evaluates them.
 CONDITION_KINDS: Tuple[ConditionKind, ...] = (
-    ConditionKind('corruption', Condition, 'corruptions', None, None),
-    ConditionKind('shift', ShiftCondition, 'shifts', SHIFT_PREFIX, 'shifts', own_data=True),
-    ConditionKind('attack', AttackCondition, 'attacks', ATTACK_PREFIX, 'attacks',
-                  attacked=True),
+    ConditionKind('corruption', Condition, 'corruptions', None),
+    ConditionKind('shift', ShiftCondition, 'shifts', 'shifts', own_data=True),
+    ConditionKind('attack', AttackCondition, 'attacks', 'attacks', attacked=True),
 )
 _BY_TYPE: Dict[type, ConditionKind] = {k.condition_type: k for k in CONDITION_KINDS}
 
