@@ -294,6 +294,9 @@ def load_checkpoint_strict(model: torch.nn.Module, filename: str, *,
             model [..])`` (the first five of each, and how many there are).
         TypeError: ``allowed_missing`` is a single string instead of a sequence.
     """
+    # private, and used here only: MMEngine's public loaders hide what did not fit, and
+    # this is the one function that loads as they do (key revision, state-dict metadata,
+    # per-module loading) while a load post-hook sees the missing and unexpected keys
     from mmengine.runner.checkpoint import _load_checkpoint_to_model
     if isinstance(allowed_missing, str):
         raise TypeError('allowed_missing takes a sequence of glob patterns, e.g. '

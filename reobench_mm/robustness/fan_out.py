@@ -39,18 +39,15 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from reobench_corruptions.condition import Condition
-from ..fileio import plain_float
-from .conditions import is_corruption
-from .switching import quiet_metric_tables
 
 __all__ = ['FanOutDataset', 'fan_out_groups', 'fan_out_loader', 'run_pass', 'join_batches',
-           'FanOut']
+           'Item']
 
 
 class FanOutDataset(Dataset):
@@ -155,79 +152,3 @@ def join_batches(batches: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
             raise TypeError(f'cannot join the batches\' {key!r}: lists or tensors are joined, '
                             f'got {[type(p).__name__ for p in parts]}')
     return joined
-
-
-class FanOut:
-    """The fan-out part of ``RobustnessTestLoop`` (a mixin before ``ConditionSwitching``):
-    which conditions join a pass, the passes, and each condition's batches and metrics.
-    The loop provides ``options``, ``plan``, ``steps``, ``dataloader``, ``evaluator``,
-    ``runner``, ``run_iter``, ``_prepared_batch``, ``_forward``, ``_own_data``,
-    ``_switch``, ``_evaluate`` and ``_keep_details``."""
-
-    def _fans_out(self, condition: Any) -> bool:
-        """Whether ``condition`` can join a fan-out pass: a corruption condition of the
-        test set (not a shift set's, an attack's or one read from files)."""
-        return is_corruption(condition) and self._own_data(condition) is None
-
-    def _evaluations(self, todo: Sequence[Any]) -> Iterator[Tuple[Any, dict, float]]:
-        """``(condition, metrics, seconds)`` of every condition of ``todo``, the details of
-        each kept (:meth:`_keep_details`) when it is yielded: with ``fan_out``, the test
-        set's conditions in passes of ``fan_out`` conditions
-        (:mod:`~reobench_mm.robustness.fan_out`), then the others one by one; else one by
-        one, in order."""
-        size = self.options.fan_out
-        together = [c for c in todo if size and self._fans_out(c)]
-        if len(together) < 2:
-            together = []
-        for group in fan_out_groups(together, size or 1):
-            self._switch(self.plan.clean)
-            self.runner.model.eval()
-            done = run_pass(group, self.dataloader, self.steps, self.evaluator,
-                            self._fan_out_items, self._finish_condition,
-                            [self._pipeline_condition(c) for c in group],
-                            self.options.fan_out_batch)
-            for condition in group:
-                metrics, evaluator, seconds = done.pop(condition)
-                self._keep_details(evaluator)
-                self.last_attack = None
-                yield condition, metrics, seconds
-        for condition in todo:
-            if condition not in together:
-                metrics, seconds = self._evaluate(condition)
-                yield condition, metrics, seconds
-
-    def _fan_out_items(self, idx: int, items: List[Item]) -> None:
-        """The batches of some conditions of a fan-out pass: each processed by its own
-        evaluator, the test-iteration hooks around each; one condition's batch forwarded
-        alone (:meth:`run_iter`), several joined into one forward (``fan_out_batch``)."""
-        saved = self.evaluator, self._current
-        try:
-            if len(items) == 1:
-                condition, batch, self.evaluator = items[0]
-                self._set_current(condition)
-                self.run_iter(idx, batch)
-                return
-            prepared = []
-            for condition, batch, evaluator in items:
-                self._set_current(condition)
-                batch = self._prepared_batch(idx, batch)
-                self.runner.call_hook('before_test_iter', batch_idx=idx, data_batch=batch)
-                prepared.append((condition, batch, evaluator))
-            outputs = self._forward(join_batches([batch for _, batch, _ in prepared]))
-            start = 0
-            for condition, batch, evaluator in prepared:
-                part = outputs[start:start + len(batch['data_samples'])]
-                start += len(part)
-                self._set_current(condition)
-                evaluator.process(data_samples=part, data_batch=batch)
-                self.runner.call_hook('after_test_iter', batch_idx=idx, data_batch=batch,
-                                      outputs=part)
-        finally:
-            self.evaluator = saved[0]
-            self._set_current(saved[1])
-
-    def _finish_condition(self, condition: Any, evaluator: Any) -> Dict[str, float]:
-        """The metrics of a fan-out pass's condition (its evaluator evaluated)."""
-        with quiet_metric_tables(not condition.is_clean):
-            metrics = evaluator.evaluate(len(self.dataloader.dataset))
-        return {str(k): plain_float(v) for k, v in metrics.items()}

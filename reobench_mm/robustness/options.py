@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import numbers
+import textwrap
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -42,7 +43,8 @@ from .shift_sets import ShiftCondition, parse_shifts, shift_conditions, shifts_t
 
 __all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OPTIONS',
            'VALIDATION_OPTIONS',
-           'VALIDATION_DEFAULTS', 'add_option_arguments', 'options_from_args']
+           'VALIDATION_DEFAULTS', 'add_option_arguments', 'options_from_args',
+           'describe_options']
 
 
 def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None) -> Any:
@@ -448,3 +450,18 @@ def options_from_args(args: argparse.Namespace,
             continue
         values[name] = (list(value) or None) if name == 'seen_corruptions' else value
     return values
+
+
+def describe_options(names: Optional[Sequence[str]] = None,
+                     defaults: Optional[Mapping[str, Any]] = None, indent: int = 8) -> str:
+    """The options of ``names`` (default: all) as docstring lines, one entry per option:
+    its name, its help text and its default (``defaults`` where they differ). The loops'
+    docstrings end with it, so that they list every option the options table has."""
+    lines = []
+    for name in names or OPTION_NAMES:
+        default = _default(name, defaults)
+        shown = '' if default is None else f' (default: {_format(default)})'
+        text = f'``{name}``: {_field(name).metadata["help"]}{shown}'
+        lines.extend(textwrap.wrap(text, 92 - indent, initial_indent=' ' * indent,
+                                   subsequent_indent=' ' * (indent + 4)))
+    return '\n'.join(lines)

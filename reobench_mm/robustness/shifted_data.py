@@ -12,6 +12,9 @@ the test set's classes, in the same order: the evaluator scores the model's clas
 and a set labelled otherwise is mapped first
 (:class:`~reobench_mm.datasets.class_mapped.ClassMappedDataset`).
 
+:class:`ConditionSources` says, for any condition of a run, which feed (dataloader and
+switchable steps) its images come from and what the pipeline applies to them there.
+
 Each set is built once per run, when its first condition is evaluated; its decoded
 samples are not cached (each of its conditions reads its files again).
 """
@@ -21,13 +24,16 @@ import copy
 import hashlib
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from reobench_corruptions.condition import CLEAN
+from reobench_corruptions.condition import CLEAN, Condition
 from ..errors import SweepError
 from ..transforms.placement import corruption_steps, place_condition
-from .fingerprint import canonical_json, dataset_fingerprint
+from .conditions import is_corruption, kind_of
+from .fingerprint import FILE_SET_PART, SHIFT_SET_PART, canonical_json, dataset_fingerprint
+from .released_sets import files_dataset_cfg
 from .shift_sets import ShiftSet
+from .switching import Feed
 
-__all__ = ['ConditionData', 'shift_dataloader_cfg']
+__all__ = ['ConditionData', 'ConditionSources', 'shift_dataloader_cfg']
 
 
 def _innermost(dataset: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -150,3 +156,103 @@ class ConditionData:
         of the built set (every sample, and the size and time of its files)."""
         self.dataloader(key, make_cfg, what)
         return dict(self._fingerprints[key])
+
+
+#: ``(key, make_cfg, what)``: the data of a condition with data of its own.
+OwnData = Tuple[str, Callable[[], dict], str]
+
+
+class ConditionSources:
+    """Where each condition's images come from: the test set, a shift set's own data (under
+    the shift condition's base), or the files of a corrupted set (read clean); an attack's
+    images are its base condition's.
+
+    Args:
+        test: the test set's feed.
+        options: the run's options (its ``shifts`` and ``corruption_files``).
+        given: the dataloader config the loop was given (before placement), or the
+            runner config's one for a built dataloader: the shift sets are built from it.
+        placed: the placed dataloader config (the files' sets are built from it), or None.
+        runner: the runner (builds the dataloaders, seeded as ``TestLoop`` seeds its own).
+        ignore_index: the label the evaluator ignores.
+
+    Raises:
+        SweepError: shift sets without a dataloader config to build them from, or
+            ``corruption_files`` with a built test dataloader.
+    """
+
+    def __init__(self, test: Feed, options: Any, given: Any, placed: Any, runner: Any,
+                 ignore_index: Optional[int]) -> None:
+        self.test = test
+        self.shift_sets = {s.name: s for s in getattr(options, 'shifts', ())}
+        self.files = getattr(options, 'corruption_files', None)
+        self.data: Optional[ConditionData] = None
+        if not self.shift_sets and self.files is None:
+            return
+        if self.shift_sets and not isinstance(given, dict):
+            raise SweepError('shift sets need the dataloader config to build their '
+                             'dataloaders from')
+        if self.files is not None and not isinstance(placed, dict):
+            raise SweepError('corruption_files needs the test dataloader as a config')
+        self.given, self.placed = given, placed
+        self.data = ConditionData(
+            lambda cfg: runner.build_dataloader(cfg, seed=runner.seed),
+            test.dataloader.dataset, runner.cfg.get('default_scope'), ignore_index)
+
+    def own_data(self, condition: Condition) -> Optional[OwnData]:
+        """``(key, make_cfg, what)`` of a condition with data of its own (a shift set, or
+        a corruption read from files; an attack on one of them), else None."""
+        if self.data is None:
+            return None
+        kind = kind_of(condition)
+        if kind.attacked:  # an attack reads its base's images
+            return self.own_data(condition.base)
+        data = self.data
+        if kind.own_data:
+            shift = self.shift_sets[condition.label]
+            what = f'shift set {shift.name!r}'
+            given = self.given
+            return (f'shift:{shift.name}',
+                    lambda: data.place(shift_dataloader_cfg(given, shift), what), what)
+        files = self.files
+        if files is not None and files.reads(condition):
+            placed = self.placed
+            return (f'files:{condition.tag}', lambda: dict(
+                copy.deepcopy(placed), persistent_workers=False,
+                dataset=files_dataset_cfg(placed['dataset'], files, condition)),
+                f'the files of {condition.key}')
+        return None
+
+    def feed(self, condition: Condition) -> Tuple[Feed, Condition]:
+        """``(feed, applied)``: where ``condition``'s images come from and what the
+        pipeline applies there (a shift set's base condition on the set, clean on the
+        files of a corruption, the condition itself on the test set); for an attack, its
+        base condition's."""
+        kind = kind_of(condition)
+        if kind.attacked:
+            return self.feed(condition.base)
+        own = self.own_data(condition)
+        if own is None:
+            return self.test, condition
+        loader, steps = self.data.dataloader(*own)
+        return Feed(loader, steps), condition.base if kind.own_data else condition.clean()
+
+    def fans_out(self, condition: Condition) -> bool:
+        """Whether ``condition`` can join a fan-out pass over the test set: a corruption
+        condition of the test set (not a shift set's, an attack's or one read from
+        files)."""
+        return is_corruption(condition) and self.own_data(condition) is None
+
+    def fingerprint(self, run: Mapping[str, Any], condition: Condition) -> Dict[str, Any]:
+        """The fingerprint of ``condition``'s record: the run's (``run``), with the data of
+        a shift set (``data.shift_set``) or of the files read (``data.file_set``)."""
+        own = self.own_data(condition)
+        if own is None:
+            return dict(run)
+        out = copy.deepcopy(dict(run))
+        shift = kind_of(condition).own_data
+        part = SHIFT_SET_PART if shift else FILE_SET_PART
+        name = condition.label if shift else getattr(condition, 'base', condition).key
+        out['data'] = dict(out.get('data') or {},
+                           **{part: dict(name=name, **self.data.fingerprint(*own))})
+        return out

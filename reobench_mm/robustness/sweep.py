@@ -179,7 +179,7 @@ class RobustnessSweep:
     def fingerprint(self) -> Dict[str, Any]:
         """The inputs' fingerprint (builds the runner)."""
         self.build()
-        return self.loop.fingerprint
+        return self.loop.identity.fingerprint
 
     # ------------------------------------------------------------------ model
     def _init_distributed(self) -> None:
@@ -313,7 +313,7 @@ class RobustnessSweep:
         """Write ``results.json``, ``results.csv``, ``report.md`` and the plots from the
         condition files (see ``RobustnessTestLoop.write_report``)."""
         self.build()
-        return self.loop.write_report()
+        return self.loop.outputs.write_report()
 
 
 def _sweep_options(options: Optional[RobustnessOptions],

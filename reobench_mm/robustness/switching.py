@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from mmengine.logging import MMLogger, print_log
 from torch.utils.data import DataLoader
 
 from ..analysis.intervals import SUMMARY_INTERVAL_KEYS
-from ..analysis.results import RobustnessSummary, condition_result_from_metrics
+from ..analysis.results import RobustnessSummary
 from ..analysis.result_blocks import block_metric_keys
 from reobench_corruptions.condition import Condition
 from ..engine.corruption_loop import check_batch_condition, check_not_empty
@@ -40,15 +40,10 @@ from ..evaluation.keys import (HELD_OUT_SCORES, HELD_OUT_SUFFIX, ROBUST_SCORES,
                                condition_metric_key, robust_key)
 from ..transforms.placement import (Placement, corruption_steps, place_condition,
                                     stop_live_workers)
-from .attack_sets import AttackCondition
-from .conditions import kind_of
-from .fingerprint import FILE_SET_PART, SHIFT_SET_PART
 from .decode_cache import cache_loading_steps
-from .plan import SweepPlan
-from .released_sets import files_dataset_cfg
-from .shifted_data import ConditionData, shift_dataloader_cfg
 
-__all__ = ['ConditionSwitching', 'robustness_metrics', 'quiet_metric_tables']
+__all__ = ['ActiveCondition', 'ConditionSwitch', 'Feed', 'place_switch_step', 'find_steps',
+           'robustness_metrics', 'quiet_metric_tables']
 
 
 def robustness_metrics(summary: RobustnessSummary, clean_metrics: Mapping[str, Any]
@@ -99,211 +94,124 @@ def quiet_metric_tables(quiet: bool) -> Iterator[None]:
         logger.setLevel(level)
 
 
-class ConditionSwitching:
-    """The part both robustness loops share (a mixin before MMEngine's ``TestLoop`` or
-    ``ValLoop``): placing the step, switching it, evaluating one condition, checking
-    batches and caching the decoded samples."""
 
-    plan: SweepPlan
-    runner: Any
+class Feed(NamedTuple):
+    """Where a condition's images come from: a built dataloader and the switchable
+    ``ApplyCorruption`` steps of its dataset's pipeline."""
     dataloader: DataLoader
-    evaluator: Any
-    #: the label the evaluator's segmentation metrics ignore (None for detection): the
-    #: corruption step pads moved label maps with it
-    ignore_index: Optional[int] = None
+    steps: List[Any]
 
-    def _place(self, dataloader: Union[DataLoader, Dict], scope: Optional[str],
-               what: str) -> Tuple[Union[DataLoader, Dict], List[Placement]]:
-        """The clean step placed into a copy of the dataloader config (persistent workers
-        off) or the built dataloader, for geometric corruptions whatever the selection
-        (with the label step where the annotations are loaded after the image), so that
-        the pipeline, and the fingerprint of the records, is the same for any selection."""
-        if isinstance(dataloader, dict):
-            dataloader = copy.deepcopy(dataloader)
-            if dataloader.get('persistent_workers'):
-                print_log(f'{what}: persistent dataloader workers turned off (the workers of '
-                          'each condition start from the switched pipeline)',
-                          logger='current')
-                dataloader['persistent_workers'] = False
-        placements = place_condition(dataloader, self.plan.clean, scope, geometric=True,
-                                     override=True, ignore_index=self.ignore_index)
-        return dataloader, placements
 
-    def _find_steps(self) -> None:
-        check_not_empty(self.dataloader.dataset, type(self).__name__)
-        self.steps = corruption_steps(self.dataloader.dataset)
-        if not self.steps:
-            raise SweepError('no ApplyCorruption step in the built dataset pipeline')
-        self._set_current(self.plan.clean)
+@dataclass(frozen=True)
+class ActiveCondition:
+    """The condition being evaluated and what it does to the data: what the pipeline's
+    steps apply (``pipeline``: the condition itself, or clean where the model's device
+    corrupts instead), what the model's device applies to each batch (``device``, or
+    None) and the attack run that attacks each batch (``attack``, or None)."""
+    condition: Condition
+    pipeline: Condition
+    device: Optional[Condition] = None
+    attack: Any = None
 
-    #: the corruptions applied on the model's device (``corruption_device='model'``)
-    device_corruption: Any = None
 
-    def _pipeline_condition(self, condition: Any, in_pipeline: bool = False) -> Any:
-        """What the pipeline applies for ``condition``: clean when the model's device
-        corrupts instead (unless ``in_pipeline``)."""
+def place_switch_step(dataloader: Union[DataLoader, Dict], clean: Condition,
+                      scope: Optional[str], what: str, ignore_index: Optional[int]
+                      ) -> Tuple[Union[DataLoader, Dict], List[Placement]]:
+    """The clean step placed into a copy of the dataloader config (persistent workers
+    off) or the built dataloader, for geometric corruptions whatever the selection (with
+    the label step where the annotations are loaded after the image), so that the
+    pipeline, and the fingerprint of the records, is the same for any selection."""
+    if isinstance(dataloader, dict):
+        dataloader = copy.deepcopy(dataloader)
+        if dataloader.get('persistent_workers'):
+            print_log(f'{what}: persistent dataloader workers turned off (the workers of '
+                      'each condition start from the switched pipeline)', logger='current')
+            dataloader['persistent_workers'] = False
+    placements = place_condition(dataloader, clean, scope, geometric=True, override=True,
+                                 ignore_index=ignore_index)
+    return dataloader, placements
+
+
+def find_steps(dataloader: DataLoader, owner: str) -> Feed:
+    """The built test dataloader and its switchable steps.
+
+    Raises:
+        SweepError: the dataset is empty, or its pipeline has no ``ApplyCorruption`` step.
+    """
+    check_not_empty(dataloader.dataset, owner)
+    steps = corruption_steps(dataloader.dataset)
+    if not steps:
+        raise SweepError('no ApplyCorruption step in the built dataset pipeline')
+    return Feed(dataloader, steps)
+
+
+class ConditionSwitch:
+    """Switches the placed steps to a condition and prepares each batch for it.
+
+    It holds the run's :class:`ActiveCondition` (replaced as a whole, never changed in
+    place) and, with ``corruption_device='model'``, the device corruption that applies
+    the conditions it covers to each batch instead of the pipeline.
+
+    Args:
+        test: the test set's feed.
+        clean: the run's clean condition.
+        device_corruption: the :class:`~reobench_mm.robustness.device_corruption.
+            DeviceCorruption` of the run, or None (everything in the pipeline).
+    """
+
+    def __init__(self, test: Feed, clean: Condition, device_corruption: Any = None) -> None:
+        self.test, self.clean = test, clean
+        self.device_corruption = device_corruption
+        self.active = self.active_for(clean)
+
+    @property
+    def steps(self) -> List[Any]:
+        """The test set's switchable ``ApplyCorruption`` steps."""
+        return self.test.steps
+
+    def active_for(self, condition: Condition, in_pipeline: bool = False,
+                   attack: Any = None) -> ActiveCondition:
+        """What evaluating ``condition`` means here (nothing switched): with a device
+        corruption covering it, the pipeline stays clean and the device applies it (unless
+        ``in_pipeline``)."""
         device = self.device_corruption
-        return condition if device is None or in_pipeline else \
+        pipeline = condition if device is None or in_pipeline else \
             device.pipeline_condition(condition)
+        return ActiveCondition(condition, pipeline,
+                               None if pipeline is condition else condition, attack)
 
-    def _set_current(self, condition: Any, in_pipeline: bool = False) -> Any:
-        """Make ``condition`` the one evaluated; returns what the pipeline applies."""
-        applied = self._pipeline_condition(condition, in_pipeline)
-        self._current, self._pipeline_current = condition, applied
-        self._device_condition = None if applied is condition else condition
-        return applied
+    def activate(self, condition: Condition, feed: Optional[Feed] = None,
+                 in_pipeline: bool = False, attack: Any = None) -> ActiveCondition:
+        """Switch ``feed``'s steps (default: the test set's) to ``condition`` and make it
+        the active one (``in_pipeline``: all of it in the pipeline, e.g. for the
+        thumbnails of the worst cases)."""
+        feed = feed or self.test
+        active = self.active_for(condition, in_pipeline, attack)
+        for step in feed.steps:
+            step.set_condition(active.pipeline)
+        stop_live_workers(feed.dataloader)
+        self.active = active
+        return active
 
-    def _switch(self, condition: Condition, in_pipeline: bool = False) -> None:
-        """Switch the run to ``condition`` (``in_pipeline``: all of it in the pipeline,
-        e.g. for the thumbnails of the worst cases)."""
-        applied = self._set_current(condition, in_pipeline)
-        for step in self.steps:
-            step.set_condition(applied)
-        stop_live_workers(self.dataloader)
+    def reset(self, feed: Optional[Feed] = None) -> None:
+        """Switch ``feed`` (default: the test set) back to clean; clean is active."""
+        self.activate(self.clean, feed)
+        self.active = self.active_for(self.clean)
 
-    def _device_corrupted(self, data_batch: Any) -> Any:
-        """The batch with the current condition applied on the model's device, when the
-        device applies it."""
-        if getattr(self, '_device_condition', None) is None:
-            return data_batch
-        return self.device_corruption.apply(data_batch, self._device_condition)
+    def prepare(self, idx: int, data_batch: Any, active: ActiveCondition) -> Any:
+        """The batch as the model gets it under ``active``: checked (every sample's
+        metainfo carries what the pipeline applied), corrupted on the model's device,
+        then attacked (an attack on a corrupted image)."""
+        check_batch_condition(data_batch, active.pipeline, idx)
+        if active.device is not None:
+            data_batch = self.device_corruption.apply(data_batch, active.device)
+        if active.attack is not None:
+            data_batch = active.attack.attack_batch(data_batch)
+        return data_batch
 
-    def _evaluate_condition(self, condition: Condition, quiet: Optional[bool] = None
-                            ) -> Tuple[Dict[str, float], float]:
-        """Run the iterations under ``condition`` and evaluate: ``(metrics, seconds)``
-        (the metrics' own tables logged for the clean condition only, or unless
-        ``quiet``)."""
-        self._switch(condition)
-        start = time.perf_counter()
-        try:
-            self.runner.model.eval()
-            for idx, data_batch in enumerate(self.dataloader):
-                self.run_iter(idx, data_batch)
-            with quiet_metric_tables(not condition.is_clean if quiet is None else quiet):
-                metrics = self.evaluator.evaluate(len(self.dataloader.dataset))
-        finally:
-            self._switch(self.plan.clean)
-        return ({str(k): plain_float(v) for k, v in metrics.items()},
-                time.perf_counter() - start)
-
-    #: the data of the conditions with test data of their own (None without any)
-    condition_data: Optional[ConditionData] = None
-
-    def _make_condition_data(self, options: Any, given: Any, placed: Any,
-                             cfg_key: str) -> None:
-        """Set up the data of the shift sets and of the corrupted sets read from files of
-        ``options``: the shift sets are built from the dataloader config the loop was given
-        (``given``, before placement; the runner config's ``cfg_key`` for a built
-        dataloader), the files' sets from the placed config (``placed``)."""
-        shifts = getattr(options, 'shifts', ())
-        files = getattr(options, 'corruption_files', None)
-        if not shifts and files is None:
-            return
-        base = given if isinstance(given, dict) else self.runner.cfg.get(cfg_key)
-        if shifts and not isinstance(base, dict):
-            raise SweepError(f'shift sets need the {cfg_key} config to build their '
-                             'dataloaders from')
-        if files is not None and not isinstance(placed, dict):
-            raise SweepError('corruption_files needs the test dataloader as a config')
-        self._given_cfg, self._placed_cfg = base, placed
-        self._shift_sets = {s.name: s for s in shifts}
-        runner = self.runner
-        self.condition_data = ConditionData(
-            lambda cfg: runner.build_dataloader(cfg, seed=runner.seed),
-            self.dataloader.dataset, runner.cfg.get('default_scope'), self.ignore_index)
-
-    def _own_data(self, condition: Any) -> Optional[Tuple[str, Callable[[], dict], str]]:
-        """``(key, make_cfg, what)`` of a condition with test data of its own (a shift set,
-        or a corruption read from files), else None."""
-        data = self.condition_data
-        if data is None:
-            return None
-        kind = kind_of(condition)
-        if kind.attacked:  # an attack reads its base's images
-            return self._own_data(condition.base)
-        if kind.own_data:
-            shift = self._shift_sets[condition.label]
-            what = f'shift set {shift.name!r}'
-            return (f'shift:{shift.name}', lambda: data.place(
-                shift_dataloader_cfg(self._given_cfg, shift), what), what)
-        files = getattr(self.options, 'corruption_files', None)
-        if files is not None and files.reads(condition):
-            placed = self._placed_cfg
-            return (f'files:{condition.tag}', lambda: dict(
-                copy.deepcopy(placed), persistent_workers=False,
-                dataset=files_dataset_cfg(placed['dataset'], files, condition)),
-                f'the files of {condition.key}')
-        return None
-
-    def _own_fingerprint(self, run: Mapping[str, Any], condition: Any) -> Dict[str, Any]:
-        """The fingerprint of ``condition``'s record: the run's (``run``), with the data of
-        a shift set (``data.shift_set``) or of the files read (``data.file_set``)."""
-        own = self._own_data(condition)
-        if own is None:
-            return run
-        out = copy.deepcopy(dict(run))
-        shift = kind_of(condition).own_data
-        part = SHIFT_SET_PART if shift else FILE_SET_PART
-        name = condition.label if shift else getattr(condition, 'base', condition).key
-        out['data'] = dict(out.get('data') or {},
-                           **{part: dict(name=name, **self.condition_data.fingerprint(*own))})
-        return out
-
-    #: the attack being evaluated (None outside an attack condition)
-    attack_run: Any = None
-    #: what the last attack condition recorded beside its metrics
-    last_attack: Optional[Dict[str, Any]] = None
-
-    def _evaluate_attack(self, condition: AttackCondition) -> Tuple[Dict[str, float], float]:
-        """Evaluate an attack condition: its base condition (clean, or a corruption at a
-        severity), with every batch attacked before the model predicts it
-        (:class:`~reobench_mm.robustness.attack_run.AttackRun`)."""
-        from .attack_run import AttackRun
-        classes = (getattr(self.dataloader.dataset, 'metainfo', None) or {}).get('classes')
-        self.attack_run = AttackRun(condition, self.runner.model, self.task,
-                                    self.ignore_index, len(classes or ()))
-        try:
-            metrics, seconds = self._evaluate_any(condition.base, quiet=True)
-            run = self.attack_run
-        finally:
-            self.attack_run = None
-        self.last_attack = run.record(
-            condition_result_from_metrics(metrics, self.task.results_name).value)
-        return metrics, seconds
-
-    def _attacked(self, data_batch: Any) -> Any:
-        """The batch as the model sees it: attacked while an attack condition is
-        evaluated, else as it is."""
-        if self.attack_run is None:
-            return data_batch
-        return self.attack_run.attack_batch(data_batch)
-
-    def _evaluate_any(self, condition: Any, quiet: Optional[bool] = None
-                      ) -> Tuple[Dict[str, float], float]:
-        """Evaluate a condition, on its own data where it has some: that data's
-        dataloader and steps in place of the test set's for the time it takes (a shift
-        set under its base condition, the files of a corruption clean); an attack
-        condition through :meth:`_evaluate_attack`."""
-        self.last_attack = None
-        kind = kind_of(condition)
-        if kind.attacked:
-            return self._evaluate_attack(condition)
-        own = self._own_data(condition)
-        if own is None:
-            return self._evaluate_condition(condition, quiet=quiet)
-        loader, steps = self.condition_data.dataloader(*own)
-        base = condition.base if kind.own_data else condition.clean()
-        saved = self.dataloader, self.steps
-        self.dataloader, self.steps = loader, steps
-        try:
-            return self._evaluate_condition(base, quiet=True)
-        finally:
-            self.dataloader, self.steps = saved
-
-    def _check_batch(self, idx: int, data_batch: Any) -> None:
-        check_batch_condition(data_batch, self._pipeline_current, idx)
-
-    def _cache_decoding(self, cache_bytes: int) -> list:
+    def cache_decoding(self, cache_bytes: int) -> list:
+        """Cache the test set's decoded samples (``decode_cache_bytes``; 0: off)."""
         if cache_bytes <= 0:
             return []
-        return cache_loading_steps(self.dataloader.dataset, self.steps, cache_bytes)
+        return cache_loading_steps(self.test.dataloader.dataset, self.test.steps,
+                                   cache_bytes)

@@ -18,27 +18,32 @@ from typing import Any, Dict, List, Sequence, Union
 
 from mmengine.logging import print_log
 from mmengine.runner import ValLoop
+from mmengine.runner.amp import autocast
 from torch.utils.data import DataLoader
 
 from ..analysis.attack_table import attack_block
 from ..analysis.results import aggregate, condition_result_from_metrics
 from ..analysis.shift_table import shift_block
 from reobench_corruptions.condition import Condition
+from ..engine.losses import update_losses
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import get_task
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
 from .attack_sets import attack_row, check_attack_task
-from .evaluators import classwise_evaluator, condition_image_stats
-from .options import VALIDATION_DEFAULTS, VALIDATION_OPTIONS, RobustnessOptions
+from .condition_evaluation import ConditionEvaluation
+from .evaluators import classwise_evaluator
+from .options import (VALIDATION_DEFAULTS, VALIDATION_OPTIONS, RobustnessOptions,
+                      describe_options)
 from .shift_sets import shift_row
-from .switching import ConditionSwitching, robustness_metrics
+from .shifted_data import ConditionSources
+from .switching import ConditionSwitch, find_steps, place_switch_step, robustness_metrics
 
 __all__ = ['RobustnessValLoop']
 
 
 @LOOPS.register_module()
-class RobustnessValLoop(ConditionSwitching, ValLoop):
+class RobustnessValLoop(ValLoop):
     """``ValLoop`` evaluating clean plus a few corruptions at each validation.
 
     For fine-tuning: ``val_cfg = dict(type='RobustnessValLoop', corruptions=['cloud',
@@ -51,20 +56,18 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
 
     Args:
         runner, dataloader, evaluator, fp16: as ``ValLoop``.
-        **options: the options of :data:`~reobench_mm.robustness.options.VALIDATION_OPTIONS`
-            (``corruptions``, default ``['cloud', 'gaussian_noise', 'haze']``;
-            ``severities``, default ``[3]``; ``protocol``, ``seed``, ``border``;
-            ``decode_cache_bytes``, default 0: off; ``shifts``, other test sets whose
-            keys ``shift/<name>/<metric>`` join the metrics; ``attacks``, attacks whose
-            keys ``adv/<name>_eps<ε>/<metric>`` and, where two or more attacks share a
-            budget, ``adv/worst_eps<ε>/<metric>`` join them), checked by
-            :class:`~reobench_mm.robustness.options.RobustnessOptions`. With attacks,
-            MMSeg's ``IoUMetric`` and MMRotate's ``DOTAMetric`` in the evaluator config are
-            evaluated by the package's per-class twins (the same numbers, plus the
-            per-class values and the per-image statistics the worst of the battery needs).
+        **options: the options of :data:`~reobench_mm.robustness.options.VALIDATION_OPTIONS`,
+            checked by :class:`~reobench_mm.robustness.options.RobustnessOptions` (listed
+            below). With attacks, MMSeg's ``IoUMetric`` and MMRotate's ``DOTAMetric`` in the
+            evaluator config are evaluated by the package's per-class twins (the same
+            numbers, plus the per-class values and the per-image statistics the worst of
+            the battery needs).
 
     Raises:
         SweepError (a ``ValueError``): an unknown option or a bad value.
+
+    Options:
+{options}
     """
 
     def __init__(self, runner, dataloader: Union[DataLoader, Dict],
@@ -83,19 +86,35 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
             if isinstance(evaluator, (dict, list, tuple)):
                 evaluator = classwise_evaluator(evaluator)
         given = dataloader
-        dataloader, self.placements = self._place(dataloader, cfg.get('default_scope'),
-                                                  'robustness validation')
+        dataloader, self.placements = place_switch_step(
+            dataloader, self.plan.clean, cfg.get('default_scope'), 'robustness validation',
+            self.ignore_index)
         super().__init__(runner, dataloader, evaluator, fp16)
-        self._find_steps()
-        self._make_condition_data(self.options, given, None, 'val_dataloader')
+        test = find_steps(self.dataloader, type(self).__name__)
+        #: switches the placed steps to each condition and prepares its batches
+        self.switch = ConditionSwitch(test, self.plan.clean)
+        sources = ConditionSources(test, self.options, given if isinstance(given, dict)
+                                   else cfg.get('val_dataloader'), None, runner,
+                                   self.ignore_index)
+        #: runs a condition's iterations and evaluates it
+        self.evaluation = ConditionEvaluation(runner, self.evaluator, self.switch, sources,
+                                              self.task, self.ignore_index, self._forward,
+                                              'val')
         self.decode_caches: list = []
 
-    def run_iter(self, idx, data_batch: Sequence[dict]):
-        """``ValLoop.run_iter`` on the batch as the condition gives it (checked, and
-        attacked under an attack condition: outside ``ValLoop.run_iter``'s ``no_grad``,
-        the attack's gradients are the input's only)."""
-        self._check_batch(idx, data_batch)
-        super().run_iter(idx, self._attacked(data_batch))
+    def run_iter(self, idx, data_batch: Sequence[dict]) -> None:
+        """One batch under the active condition (:meth:`ConditionEvaluation.run_iter`:
+        checked, attacked under an attack condition, outside the ``no_grad`` of the
+        prediction: the attack's gradients are the input's only)."""
+        self.evaluation.run_iter(idx, data_batch)
+
+    def _forward(self, data_batch: Any) -> list:
+        """``ValLoop``'s forward: the model's ``val_step`` (in ``fp16`` when asked); the
+        validation losses it returns are kept."""
+        with autocast(enabled=self.fp16):
+            outputs = self.runner.model.val_step(data_batch)
+        outputs, self.val_loss = update_losses(outputs, self.val_loss)
+        return outputs
 
     def run(self) -> dict:
         """Validate under every condition; the metrics go to ``after_val_epoch``."""
@@ -103,29 +122,27 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
         self.runner.call_hook('before_val')
         self.runner.call_hook('before_val_epoch')
         if not self.decode_caches:
-            self.decode_caches = self._cache_decoding(self.options.decode_cache_bytes)
+            self.decode_caches = self.switch.cache_decoding(self.options.decode_cache_bytes)
         self.val_loss.clear()
-        raw: Dict[Condition, Dict[str, float]] = {}
-        for condition in self.plan.conditions:
-            raw[condition], _ = self._evaluate_condition(condition)
-        summary = aggregate(raw, protocol=self.plan.protocol, task=self.task.results_name,
+        evaluation, task = self.evaluation, self.task.results_name
+        raw: Dict[Condition, Dict[str, float]] = {
+            c: evaluation.evaluate(c).metrics for c in self.plan.conditions}
+        summary = aggregate(raw, protocol=self.plan.protocol, task=task,
                             expected_severities=self.plan.severities)
         rows = []
         for condition in self.options.shift_conditions:
-            values, _ = self._evaluate_any(condition)
-            result = condition_result_from_metrics(values, self.task.results_name)
-            rows.append(shift_row(condition, result.value, None, len(
-                self.condition_data.dataloader(*self._own_data(condition))[0].dataset)))
+            value = condition_result_from_metrics(evaluation.evaluate(condition).metrics,
+                                                  task).value
+            feed, _ = evaluation.sources.feed(condition)
+            rows.append(shift_row(condition, value, None, len(feed.dataloader.dataset)))
         if rows:
             summary.blocks['shifts'] = shift_block(rows, id_value=summary.clean,
                                                    metric=summary.metric)
         attacked = []
         for condition in self.options.attack_conditions:
-            values, _ = self._evaluate_any(condition)
-            result = condition_result_from_metrics(values, self.task.results_name)
-            attacked.append(attack_row(condition, result.value,
-                                       condition_image_stats(self.evaluator),
-                                       self.last_attack))
+            done = evaluation.evaluate(condition)
+            value = condition_result_from_metrics(done.metrics, task).value
+            attacked.append(attack_row(condition, value, done.image_stats, done.attack))
         if attacked:
             summary.blocks['attacks'] = attack_block(attacked, clean_value=summary.clean,
                                                      metric=summary.metric)
@@ -138,3 +155,7 @@ class RobustnessValLoop(ConditionSwitching, ValLoop):
         self.runner.call_hook('after_val_epoch', metrics=metrics)
         self.runner.call_hook('after_val')
         return metrics
+
+
+RobustnessValLoop.__doc__ = RobustnessValLoop.__doc__.replace(
+    '{options}', describe_options(VALIDATION_OPTIONS, VALIDATION_DEFAULTS))

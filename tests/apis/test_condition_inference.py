@@ -86,7 +86,7 @@ def _loop_predictions(config, checkpoint, root, work_dir, model, name):
                  if osp.basename(dataset.get_data_info(i)['img_path']) == name)
     out = {}
     for key in CONDITIONS:
-        for step in loop.steps:
+        for step in loop.switch.steps:
             step.set_condition(Condition.from_key(key))
         batch = loop.dataloader.collate_fn([dataset[index]])
         with torch.no_grad():

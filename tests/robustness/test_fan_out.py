@@ -108,9 +108,9 @@ def test_joined_condition_batches_give_the_numbers(demo_data, tmp_path, config, 
                                 calibration=seg, fan_out=9, fan_out_batch=3)
     runner = Runner.from_cfg(runner_cfg)
     runner.test_loop  # built: count the forwards and their sizes
-    real = runner.test_loop._forward
-    runner.test_loop._forward = lambda batch: forwards.append(len(batch['inputs'])) or \
-        real(batch)
+    evaluation = runner.test_loop.evaluation
+    real = evaluation.forward
+    evaluation.forward = lambda batch: forwards.append(len(batch['inputs'])) or real(batch)
     runner.test()
     images = len(runner.test_loop.dataloader.dataset)
     assert sorted(forwards, reverse=True)[:3 * images] == [3] * (3 * images)

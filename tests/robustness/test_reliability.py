@@ -168,7 +168,7 @@ def test_padding_of_a_moved_label_map_is_ignored(demo_data, tmp_path):
                                       type='RobustnessTestLoop', corruptions=['scale'],
                                       severities=[5], calibration=True))
     loop = runner.test_loop
-    assert {step.ignore_index for step in loop.steps} == {5}
+    assert {step.ignore_index for step in loop.switch.steps} == {5}
     assert {m.ignore_index for m in loop.evaluator.metrics} == {5}
 
 

@@ -338,25 +338,25 @@ def _runner(tmp_path, data_root, shifts, work='run', corruptions=('haze', )):
 @pytest.mark.slow  # 7 s or more: left out of make test-fast
 def test_a_run_killed_in_a_shift_condition_resumes_and_changed_shift_data_is_refused(
         demo_data, tmp_path, monkeypatch):
-    from reobench_mm.robustness.test_loop import RobustnessTestLoop
+    from reobench_mm.robustness.condition_evaluation import ConditionEvaluation
     data_root = osp.join(demo_data, 'potsdam')
     shifted = str(tmp_path / 'shifted')
     import shutil
     shutil.copytree(osp.join(demo_data, 'potsdam_shifted'), shifted)
     shifts = dict(other=dict(shift_type='sensor', dataset=_potsdam_set(shifted)))
-    original = RobustnessTestLoop._evaluate_any
+    original = ConditionEvaluation.evaluate
 
-    def killed(self, condition):  # killed while the shift set is evaluated
+    def killed(self, condition, quiet=None):  # killed while the shift set is evaluated
         if isinstance(condition, ShiftCondition):
-            self.dataloader = self.condition_data.dataloader(*self._own_data(condition))[0]
+            self.sources.feed(condition)  # its data built
             raise KeyboardInterrupt('killed')
-        return original(self, condition)
+        return original(self, condition, quiet)
 
-    monkeypatch.setattr(RobustnessTestLoop, '_evaluate_any', killed)
+    monkeypatch.setattr(ConditionEvaluation, 'evaluate', killed)
     with pytest.raises(KeyboardInterrupt):
         _runner(tmp_path, data_root, shifts).test()
     assert sorted(condition_records(str(tmp_path / 'run'))) == ['clean', 'haze@2']
-    monkeypatch.setattr(RobustnessTestLoop, '_evaluate_any', original)
+    monkeypatch.setattr(ConditionEvaluation, 'evaluate', original)
     runner = _runner(tmp_path, data_root, shifts)
     metrics = runner.test()
     outcome = runner.test_loop.outcome

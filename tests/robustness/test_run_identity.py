@@ -1,0 +1,79 @@
+"""A run's identity and outputs (reobench_mm.robustness.run_identity.RunIdentity,
+reobench_mm.robustness.run_outputs.RunOutputs), on the test loop the runner builds from
+the demo segmentation config: the source decides the fingerprint and the provenance, the
+checkpoint is checked once, a shard writes its manifest with the run's fingerprint."""
+import json
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.runner import Runner
+
+from reobench_mm.engine.checkpoint import CheckpointMismatchError
+from reobench_mm.fileio import file_sha256
+from reobench_mm.robustness.fingerprint import differing_parts
+from reobench_mm.robustness.run_identity import RunIdentity
+from reobench_mm.robustness.run_outputs import RunOutputs
+from helpers import SEG_DEMO_CONFIG
+from sweep_helpers import robustness_cfg
+
+
+def _loop(demo_data, checkpoint, work_dir, **options):
+    cfg = robustness_cfg(SEG_DEMO_CONFIG, osp.join(demo_data, 'potsdam'), work_dir,
+                         checkpoint, corruptions=['haze', 'cloud'], severities=[1], **options)
+    return Runner.from_cfg(cfg).test_loop
+
+
+def test_the_source_decides_the_fingerprint_and_the_provenance(demo_data,
+                                                               untrained_seg_checkpoint,
+                                                               tmp_path):
+    loop = _loop(demo_data, untrained_seg_checkpoint, str(tmp_path / 'run'))
+    identity = loop.identity
+    assert isinstance(identity, RunIdentity) and isinstance(loop.outputs, RunOutputs)
+    assert identity.checkpoint == untrained_seg_checkpoint  # the runner's load_from
+    first = identity.fingerprint
+    assert identity.fingerprint is first  # computed once
+    assert first['checkpoint_sha256'] == file_sha256(untrained_seg_checkpoint)
+    loop.set_source(config=SEG_DEMO_CONFIG, checkpoint=untrained_seg_checkpoint,
+                    cfg_options={'model.decode_head.dropout_ratio': 0.2},
+                    checkpoint_loaded=True)
+    second = identity.fingerprint
+    assert [part for part, _ in differing_parts(first, second)] == ['options']
+    assert second['cfg_options'] == {'model.decode_head.dropout_ratio': 0.2}
+    provenance = identity.provenance(str(tmp_path / 'run'))
+    assert provenance['config'] == SEG_DEMO_CONFIG
+    assert provenance['checkpoint_sha256'] == first['checkpoint_sha256']
+    extra = provenance['extra']
+    assert extra['cfg_options'] == {'model.decode_head.dropout_ratio': 0.2}
+    assert extra['fingerprint'] == json.loads(json.dumps(second))
+    assert extra['evaluated_images'] == len(loop.dataloader.dataset)
+
+
+def test_a_checkpoint_that_does_not_fit_is_refused_once_unless_a_driver_loaded_it(
+        demo_data, untrained_seg_checkpoint, tmp_path):
+    bad = str(tmp_path / 'bad.pth')
+    state = torch.load(untrained_seg_checkpoint, map_location='cpu', weights_only=False)
+    name = next(iter(state['state_dict']))
+    state['state_dict'][name] = torch.zeros(3)
+    torch.save(state, bad)
+    loop = _loop(demo_data, bad, str(tmp_path / 'run'))
+    with pytest.raises(CheckpointMismatchError,
+                       match=r'mis-shaped keys.*strict_checkpoint=False evaluates it anyway'):
+        loop.identity.check_checkpoint()
+    loop.set_source(checkpoint=bad, checkpoint_loaded=True)
+    loop.identity.check_checkpoint()  # the driver loaded it: not loaded again
+    lenient = _loop(demo_data, bad, str(tmp_path / 'lenient'), strict_checkpoint=False)
+    lenient.identity.check_checkpoint()
+
+
+def test_a_shard_writes_its_manifest_with_the_runs_fingerprint(demo_data,
+                                                               untrained_seg_checkpoint,
+                                                               tmp_path):
+    loop = _loop(demo_data, untrained_seg_checkpoint, str(tmp_path / 'run'), shard='1/2')
+    path = loop.outputs.write_manifest(loop.options.conditions)
+    assert osp.basename(path) == 'shard_1-of-2.json'
+    with open(path, encoding='utf-8') as handle:
+        manifest = json.load(handle)
+    assert manifest['num_conditions'] == 3 == len(loop.options.all_conditions)
+    assert sorted(manifest['conditions']) == ['haze@1']  # every 2nd from the 2nd
+    assert manifest['fingerprint'] == json.loads(json.dumps(loop.identity.fingerprint))
