@@ -27,7 +27,7 @@ TARGET = 1.05
 
 def main():
     args = demo_sweep_parser('cost of the per-image statistics').parse_args()
-    from reobench_mm.robustness import test_loop
+    from reobench_mm.robustness import condition_evaluation
     from reobench_mm.robustness.sweep import RobustnessSweep
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = demo_checkpoint(args, tmp)
@@ -44,7 +44,8 @@ def main():
         times = {'with': [], 'without': []}
         outcome = None
         for repeat in range(args.repeats):
-            with mock.patch.object(test_loop, 'condition_image_stats', lambda e: None):
+            with mock.patch.object(condition_evaluation, 'condition_image_stats',
+                                   lambda e: None):
                 times['without'].append(sweep(f'without{repeat}')[0])
             seconds, outcome = sweep(f'with{repeat}')
             times['with'].append(seconds)

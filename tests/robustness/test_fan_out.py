@@ -13,7 +13,7 @@ from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401
 from reobench_mm.errors import SweepError
-from reobench_mm.robustness import fan_out as fan_out_module
+from reobench_mm.robustness import condition_evaluation as evaluation_module
 
 from helpers import DET_DEMO_CONFIG, SEG_DEMO_CONFIG, load_tool
 from reobench_cli import run_tool
@@ -150,7 +150,7 @@ def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, untrained_se
     root = osp.join(demo_data, 'potsdam')
     _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'ref'), untrained_seg_checkpoint)
     passes = []
-    real = fan_out_module.run_pass
+    real = evaluation_module.run_pass
 
     def dies_in_the_second_pass(conditions, *args, **kwargs):
         passes.append([c.key for c in conditions])
@@ -158,13 +158,13 @@ def test_a_killed_fan_out_run_resumes_by_condition_group(demo_data, untrained_se
             raise KeyboardInterrupt('killed')
         return real(conditions, *args, **kwargs)
 
-    monkeypatch.setattr('reobench_mm.robustness.fan_out.run_pass', dies_in_the_second_pass)
+    monkeypatch.setattr(evaluation_module, 'run_pass', dies_in_the_second_pass)
     work_dir = str(tmp_path / 'fan')
     with pytest.raises(KeyboardInterrupt):
         _run(SEG_DEMO_CONFIG, root, work_dir, untrained_seg_checkpoint, fan_out=4)
     assert passes[0] == ['clean', 'haze@1', 'haze@3', 'rotate@1']
     assert sorted(condition_records(work_dir)) == sorted(passes[0])  # the first group was written
-    monkeypatch.setattr('reobench_mm.robustness.fan_out.run_pass', real)
+    monkeypatch.setattr(evaluation_module, 'run_pass', real)
     outcome = _run(SEG_DEMO_CONFIG, root, work_dir, untrained_seg_checkpoint, fan_out=4)
     assert sorted(c.key for c in outcome.evaluated) == sorted(
         set(condition_records(str(tmp_path / 'ref'))) - set(passes[0]))

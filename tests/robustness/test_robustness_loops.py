@@ -235,8 +235,8 @@ def test_robustness_loops_refuse_bad_options(demo_data, tmp_path):
         Runner.from_cfg(cfg).val_loop
     loop = build(corruptions='geometric', severities=[1])
     assert isinstance(loop, RobustnessTestLoop)
-    assert [c.key for c in loop.conditions] == ['clean', 'rotate@1', 'scale@1',
-                                                'translate@1']
+    assert [c.key for c in loop.options.conditions] == ['clean', 'rotate@1', 'scale@1',
+                                                        'translate@1']
 
 
 # ----------------------------------------------------------------------------- validation
