@@ -39,7 +39,8 @@ from mmengine.logging import HistoryBuffer
 
 from .errors import CheckpointError, UnsafeCheckpointError
 
-__all__ = ['plain_float', 'atomic_open', 'atomic_write_text', 'atomic_write_bytes', 'dump_json_atomic',
+__all__ = ['plain_float', 'atomic_open', 'atomic_write_text', 'atomic_write_bytes',
+           'remove_stale_temporaries', 'dump_json_atomic',
            'file_sha256', 'read_json', 'finite_or_none', 'json_round_trip', 'nan_to_null',
            'current_umask',
            'new_file_mode', 'TRUST_ENV_VAR', 'MMENGINE_CHECKPOINT_GLOBALS',
@@ -152,6 +153,19 @@ def atomic_write_bytes(path: str, data: bytes) -> str:
     with atomic_open(path, 'wb') as handle:
         handle.write(data)
     return path
+
+
+def remove_stale_temporaries(folder: str) -> int:
+    """Delete the ``*.tmp`` files an interrupted atomic write (:func:`atomic_open`) left
+    in ``folder``; returns how many."""
+    if not osp.isdir(folder):
+        return 0
+    removed = 0
+    for name in os.listdir(folder):
+        if name.endswith('.tmp'):
+            os.remove(osp.join(folder, name))
+            removed += 1
+    return removed
 
 
 def dump_json_atomic(obj: Any, path: str) -> None:

@@ -5,35 +5,18 @@ layouts that MMSegmentation and MMRotate read.
 - :mod:`.dior_r`: DIOR images + DIOR-R oriented XML -> DOTA-style text annotations.
 
 Every output file is written atomically (``reobench_mm.fileio``: a temporary ``.tmp``
-file in the same folder, then renamed), so an interrupted conversion leaves no truncated file behind and can
-simply be run again.
+file in the same folder, then renamed), so an interrupted conversion leaves no truncated
+file behind and can simply be run again (its temporaries are removed then:
+:func:`reobench_mm.fileio.remove_stale_temporaries`).
 """
-import os
-import os.path as osp
-
-from ...fileio import atomic_write_bytes  # noqa: F401  (used by the converters)
-
-
-def remove_stale_temporaries(folder: str) -> int:
-    """Delete ``*.tmp`` files left in ``folder`` by an interrupted run; return how many."""
-    if not osp.isdir(folder):
-        return 0
-    removed = 0
-    for name in os.listdir(folder):
-        if name.endswith('.tmp'):
-            os.remove(osp.join(folder, name))
-            removed += 1
-    return removed
-
-
-from .dior_r import (DIOR_R_CLASSES, DIORObject, DIORXMLAnnotation,  # noqa: E402
+from .dior_r import (DIOR_R_CLASSES, DIORObject, DIORXMLAnnotation,
                      convert_dior_r, dota_line, normalise_dior_class, parse_dior_xml)
-from .potsdam import (POTSDAM_CLASSES, POTSDAM_CLASSES_5, POTSDAM_COLOURS,  # noqa: E402
+from .potsdam import (POTSDAM_CLASSES, POTSDAM_CLASSES_5, POTSDAM_COLOURS,
                       POTSDAM_IGNORE_ID, POTSDAM_SPLITS, colour_to_label, convert_potsdam,
                       find_potsdam_tiles, patch_boxes, patch_starts)
 
 __all__ = [
-    'atomic_write_bytes', 'remove_stale_temporaries', 'POTSDAM_CLASSES', 'POTSDAM_CLASSES_5',
+    'POTSDAM_CLASSES', 'POTSDAM_CLASSES_5',
     'POTSDAM_COLOURS', 'POTSDAM_IGNORE_ID', 'POTSDAM_SPLITS', 'colour_to_label',
     'convert_potsdam', 'find_potsdam_tiles', 'patch_boxes', 'patch_starts', 'DIOR_R_CLASSES',
     'DIORObject', 'DIORXMLAnnotation', 'convert_dior_r', 'dota_line', 'normalise_dior_class',

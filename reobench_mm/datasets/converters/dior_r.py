@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from . import atomic_write_bytes, remove_stale_temporaries
+from ...fileio import atomic_write_bytes, remove_stale_temporaries
 
 __all__ = [
     'DIOR_R_CLASSES', 'DIORObject', 'DIORXMLAnnotation', 'convert_dior_r', 'dota_line',

@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from . import atomic_write_bytes, remove_stale_temporaries
+from ...fileio import atomic_write_bytes, remove_stale_temporaries
 
 __all__ = [
     'POTSDAM_CLASSES', 'POTSDAM_CLASSES_5', 'POTSDAM_COLOURS', 'POTSDAM_IGNORE_ID',
