@@ -31,10 +31,16 @@ from ..evaluation.keys import ATTACK_PREFIX, SHIFT_PREFIX
 from .attack_table import ATTACK_CURVES_PLOT, attack_lines, attack_metric_keys, plot_attack_curves
 from .shift_table import shift_lines, shift_metric_keys
 
-__all__ = ['ResultBlock', 'RESULT_BLOCKS', 'RESULT_BLOCK_NAMES', 'get_result_block',
-           'check_blocks', 'block_metric_keys']
+__all__ = ['ResultBlock', 'RESULT_BLOCKS', 'result_block_names', 'get_result_block',
+           'check_blocks', 'block_metric_keys', 'register_result_block',
+           'unregister_result_block']
 
 Block = Mapping[str, Any]
+
+#: The other fields of ``results.json``'s ``numbers`` (a block may not take their names).
+RESERVED_NUMBERS = ('task', 'metric', 'protocol', 'clean', 'avg', 'delta_tp', 'mpc', 'rpc',
+                    'per_corruption', 'per_category', 'included', 'per_class', 'extra',
+                    'conditions', 'training', 'intervals', 'corruption_seeds')
 
 
 @dataclass(frozen=True)
@@ -66,13 +72,49 @@ def _attack_report(block: Block, plots: Sequence[str]) -> List[str]:
     return attack_lines(block, ATTACK_CURVES_PLOT if ATTACK_CURVES_PLOT in plots else None)
 
 
-#: Every kind of block, in the order ``results.json`` and the report hold them.
-RESULT_BLOCKS: Tuple[ResultBlock, ...] = (
+#: Every kind of block, in the order ``results.json`` and the report hold them (the
+#: built-in ones; a registered kind of condition adds its own at the end:
+#: :func:`register_result_block`).
+RESULT_BLOCKS: List[ResultBlock] = [
     ResultBlock('shifts', SHIFT_PREFIX, shift_metric_keys, _shift_report),
     ResultBlock('attacks', ATTACK_PREFIX, attack_metric_keys, _attack_report,
                 ATTACK_CURVES_PLOT, plot_attack_curves),
-)
-RESULT_BLOCK_NAMES: Tuple[str, ...] = tuple(b.name for b in RESULT_BLOCKS)
+]
+_BUILT_IN = tuple(b.name for b in RESULT_BLOCKS)
+
+
+def result_block_names() -> Tuple[str, ...]:
+    """The names of the blocks, in the table's order."""
+    return tuple(b.name for b in RESULT_BLOCKS)
+
+
+def register_result_block(block: ResultBlock) -> None:
+    """Add a block at the end of the table (with its kind of condition:
+    :func:`~reobench_mm.robustness.conditions.register_condition_kind`).
+
+    Raises:
+        ValueError: a block of that name or key prefix exists, or the name is one of the
+            other fields of ``results.json``'s ``numbers``.
+    """
+    for other in RESULT_BLOCKS:
+        if block.name == other.name or block.prefix == other.prefix:
+            raise ValueError(f'result block {block.name!r}: a block of that name or key '
+                             f'prefix exists ({other.name!r}, {other.prefix!r})')
+    if block.name in RESERVED_NUMBERS:
+        raise ValueError(f'result block {block.name!r}: results.json\'s numbers have a '
+                         'field of that name')
+    RESULT_BLOCKS.append(block)
+
+
+def unregister_result_block(name: str) -> None:
+    """Remove a registered block (the built-in ones stay).
+
+    Raises:
+        ValueError: a built-in block, or no block of that name.
+    """
+    if name in _BUILT_IN:
+        raise ValueError(f'result block {name!r} is built in')
+    RESULT_BLOCKS.remove(get_result_block(name))
 
 
 def get_result_block(name: str) -> ResultBlock:
@@ -84,7 +126,7 @@ def get_result_block(name: str) -> ResultBlock:
     for block in RESULT_BLOCKS:
         if block.name == name:
             return block
-    raise ValueError(f'no result block {name!r}; the blocks are {list(RESULT_BLOCK_NAMES)}')
+    raise ValueError(f'no result block {name!r}; the blocks are {list(result_block_names())}')
 
 
 def check_blocks(blocks: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
@@ -95,12 +137,13 @@ def check_blocks(blocks: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, Any
         ValueError: an unknown block name, or a block that is not a mapping.
     """
     given = dict(blocks or {})
-    unknown = [n for n in given if n not in RESULT_BLOCK_NAMES]
+    names = result_block_names()
+    unknown = [n for n in given if n not in names]
     if unknown:
         raise ValueError(f'unknown result block(s) {unknown}; the blocks are '
-                         f'{list(RESULT_BLOCK_NAMES)}')
+                         f'{list(result_block_names())}')
     out = {}
-    for name in RESULT_BLOCK_NAMES:
+    for name in names:
         block = given.get(name)
         if not block:
             continue

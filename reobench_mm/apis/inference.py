@@ -211,6 +211,19 @@ def init_model(config: Union[str, os.PathLike, Config], checkpoint: Optional[str
 
 # ----------------------------------------------------------------------------- conditions
 
+def _refuse_other_kinds(key: str) -> None:
+    """Refuse the key of a condition of another kind than a corruption (a shift set's,
+    an attack's), naming its kind: one image under it needs the run's data or model."""
+    from ..robustness.conditions import CONDITION_KINDS
+    prefix = key.split('/', 1)[0] if '/' in key else None
+    for kind in CONDITION_KINDS:
+        if prefix is not None and kind.prefix == prefix:
+            raise ValueError(f'{key!r} is a condition of kind {kind.name!r}: '
+                             "predict_conditions takes corruption conditions ('clean', "
+                             f"'haze@3'); evaluate {kind.name} conditions with "
+                             f'RobustnessTestLoop({kind.option}=...)')
+
+
 def parse_conditions(conditions: Union[ConditionLike, Sequence[ConditionLike]], *,
                      seed: int = 0, protocol: str = 'reobench',
                      border: str = 'reflect') -> List[Condition]:
@@ -230,6 +243,7 @@ def parse_conditions(conditions: Union[ConditionLike, Sequence[ConditionLike]], 
         if isinstance(given, Condition):
             condition = given
         elif isinstance(given, str):
+            _refuse_other_kinds(given)
             try:
                 condition = Condition.from_key(given, protocol, seed, border)
             except (KeyError, ValueError) as error:

@@ -1,7 +1,7 @@
 """Running an attack condition inside a robustness loop: :class:`AttackRun`.
 
 While an :class:`~reobench_mm.robustness.attack_sets.AttackCondition` is evaluated, the
-loop hands every batch to :meth:`AttackRun.attack_batch` before the model's
+loop hands every batch to :meth:`AttackRun.apply` before the model's
 ``test_step``: each image of the batch (its pixels as the pipeline left them, the base
 condition's corruption applied) is replaced by its adversarial version, computed on the
 model's device with the model in eval mode, and the batch is then predicted and
@@ -131,7 +131,7 @@ class AttackRun:
                              f'[0, {scale:g}] ([{float(x.min()):g}, {float(x.max()):g}])')
         self.largest_ratio = max(self.largest_ratio, ratio)
 
-    def attack_batch(self, data_batch: Dict[str, Any]) -> Dict[str, Any]:
+    def apply(self, data_batch: Dict[str, Any]) -> Dict[str, Any]:
         """``data_batch`` with each image replaced by its adversarial version (float32
         pixels on the CPU, the raw units); the samples are left as they are."""
         inputs = list(data_batch['inputs'])

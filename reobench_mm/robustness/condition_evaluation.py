@@ -3,10 +3,11 @@ condition and evaluate it.
 
 :class:`ConditionEvaluation` takes a condition of any kind and returns one
 :class:`Evaluated` value: its metrics, its seconds, the calibration details and per-image
-statistics its record keeps, and what an attack recorded. It switches the placed steps
+statistics its record keeps, and what its kind's batch transform recorded (an attack's
+cost and curve). It switches the placed steps
 (:class:`~reobench_mm.robustness.switching.ConditionSwitch`), reads the condition's images
 where they come from (:class:`~reobench_mm.robustness.shifted_data.ConditionSources`),
-prepares each batch (check, device corruption, attack), predicts it with the loop's
+prepares each batch (check, device corruption, the kind's transform), predicts it with the loop's
 forward (its precision, its losses) between the loop's iteration hooks, and evaluates the
 evaluator. With ``fan_out`` the test set's corruption conditions are evaluated in passes
 (:mod:`~reobench_mm.robustness.fan_out`), the others one by one.
@@ -23,7 +24,7 @@ from reobench_corruptions.condition import Condition
 from ..analysis.results import condition_result_from_metrics
 from ..evaluation.keys import Task
 from ..fileio import plain_float
-from .conditions import kind_of
+from .conditions import BatchContext, kind_of
 from .evaluators import calibration_metrics, condition_image_stats
 from .fan_out import Item, fan_out_groups, join_batches, run_pass
 from .shifted_data import ConditionSources
@@ -41,13 +42,14 @@ class Evaluated:
         seconds: the evaluation's seconds (a fan-out pass's shared equally).
         calibration: calibration metric prefix -> its curves and bins.
         image_stats: the per-image statistics of the task metric (or None).
-        attack: what the attack recorded beside the metrics (None but for an attack).
+        transformed: what the batch transform of the condition's kind recorded beside the
+            metrics (an attack's run; None for a kind without one).
     """
     metrics: Dict[str, float]
     seconds: float
     calibration: Dict[str, dict] = field(default_factory=dict)
     image_stats: Any = None
-    attack: Optional[Dict[str, Any]] = None
+    transformed: Optional[Dict[str, Any]] = None
 
 
 def _plain(metrics: Dict[str, Any]) -> Dict[str, float]:
@@ -55,14 +57,15 @@ def _plain(metrics: Dict[str, Any]) -> Dict[str, float]:
 
 
 def _evaluated(metrics: Dict[str, float], seconds: float, evaluator: Any,
-               attack: Optional[Dict[str, Any]] = None) -> Evaluated:
+               transformed: Optional[Dict[str, Any]] = None) -> Evaluated:
     """``metrics`` and what the record keeps beside them, read from ``evaluator`` right
     after it evaluated: the calibration metrics' curves and bins, the per-image
     statistics."""
     calibration = {prefix: {k: v for k, v in (metric.last_details or {}).items()
                             if k != 'stats'}
                    for prefix, metric in calibration_metrics(evaluator).items()}
-    return Evaluated(metrics, seconds, calibration, condition_image_stats(evaluator), attack)
+    return Evaluated(metrics, seconds, calibration, condition_image_stats(evaluator),
+                     transformed)
 
 
 class ConditionEvaluation:
@@ -115,29 +118,31 @@ class ConditionEvaluation:
 
     # ------------------------------------------------------------------ one condition
     def evaluate(self, condition: Condition, quiet: Optional[bool] = None) -> Evaluated:
-        """Evaluate ``condition`` on its images (the test set's, or its own data's); an
-        attack attacks every batch of its base condition. The metrics' own tables are
-        logged for the clean condition of the test set only, or unless ``quiet``."""
-        attack = None
-        if kind_of(condition).attacked:
-            from .attack_run import AttackRun
+        """Evaluate ``condition`` on its images (the test set's, or its own data's); a kind
+        with a batch transform (an attack) transforms every batch of its base condition.
+        The metrics' own tables are logged for the clean condition of the test set only,
+        or unless ``quiet``."""
+        kind = kind_of(condition)
+        transform = None
+        if kind.transforms_batches:
             classes = (getattr(self.switch.test.dataloader.dataset, 'metainfo', None)
                        or {}).get('classes')
-            attack = AttackRun(condition, self.runner.model, self.task, self.ignore_index,
-                               len(classes or ()))
+            transform = kind.batches(condition, BatchContext(
+                self.runner.model, self.task, self.ignore_index, len(classes or ())))
         feed, applied = self.sources.feed(condition)
-        if attack is not None or feed is not self.switch.test:
+        if transform is not None or feed is not self.switch.test:
             quiet = True
-        metrics, seconds = self._run(applied, feed, quiet, attack)
-        record = None if attack is None else attack.record(
+        metrics, seconds = self._run(applied, feed, quiet, transform)
+        recorded = None if transform is None else transform.record(
             condition_result_from_metrics(metrics, self.task.results_name).value)
-        return _evaluated(metrics, seconds, self.evaluator, record)
+        return _evaluated(metrics, seconds, self.evaluator, recorded)
 
     def _run(self, condition: Condition, feed: Feed, quiet: Optional[bool],
-             attack: Any = None) -> Tuple[Dict[str, float], float]:
-        """The iterations of ``feed`` under ``condition`` (attacked by ``attack``), then
-        the evaluator: ``(metrics, seconds)``; the feed switched back to clean after."""
-        active = self.switch.activate(condition, feed, attack=attack)
+             transform: Any = None) -> Tuple[Dict[str, float], float]:
+        """The iterations of ``feed`` under ``condition`` (each batch transformed by
+        ``transform``), then the evaluator: ``(metrics, seconds)``; the feed switched back
+        to clean after."""
+        active = self.switch.activate(condition, feed, transform=transform)
         start = time.perf_counter()
         try:
             self.runner.model.eval()

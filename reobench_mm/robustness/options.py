@@ -38,13 +38,12 @@ from .decode_cache import DEFAULT_MAX_BYTES
 from .device_corruption import CORRUPTION_DEVICES
 from .plan import SweepPlan, shard_conditions
 from .released_sets import parse_corruption_files
-from .attack_sets import AttackCondition, attack_conditions, attacks_to_dict, parse_attacks
-from .shift_sets import ShiftCondition, parse_shifts, shift_conditions, shifts_to_dict
+from .conditions import CONDITION_KINDS, ConditionKind
 
 __all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OPTIONS',
            'VALIDATION_OPTIONS',
            'VALIDATION_DEFAULTS', 'add_option_arguments', 'options_from_args',
-           'describe_options']
+           'describe_options', 'registered_kind_options']
 
 
 def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None) -> Any:
@@ -163,6 +162,9 @@ class RobustnessOptions:
         'alpha=..., random_start=..., losses=..., max_value=..., corruptions=..., '
         'severities=...])} in the config; names (or type) fgsm, pgd, pgd_l2, segpgd, '
         'cospgd, apgd')
+    kind_options: Any = _option(
+        None, 'the options of condition kinds a plugin registered (register_condition_kind), '
+        'option -> value; given as their own options (e.g. flips=dict(...)), collected here')
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -210,7 +212,7 @@ class RobustnessOptions:
         if not _is_int(self.bootstrap_seed) or self.bootstrap_seed < 0:
             raise SweepError(f'bootstrap_seed must be an integer >= 0, got '
                              f'{self.bootstrap_seed!r}')
-        set_(self, 'shifts', parse_shifts(self.shifts, self.protocol))
+        self._parse_kinds()
         set_(self, 'corruption_files', parse_corruption_files(self.corruption_files,
                                                               self.protocol))
         if self.corruption_files is not None and self.corruption_seeds > 1:
@@ -221,7 +223,6 @@ class RobustnessOptions:
             raise SweepError('corruption_files with temperature_split: the files of a '
                              'geometric corruption would be split by their own labels; fit '
                              'the temperature on a val_dataloader of other images instead')
-        set_(self, 'attacks', parse_attacks(self.attacks, self.protocol))
         seen = self.seen_corruptions
         if seen is not None and seen != 'auto':
             if isinstance(seen, str):
@@ -231,6 +232,31 @@ class RobustnessOptions:
                 raise SweepError("seen_corruptions must be 'auto', None or a list of "
                                  f'corruption names/groups, got {self.seen_corruptions!r}')
             set_(self, 'seen_corruptions', tuple(seen))
+
+    def _parse_kinds(self) -> None:
+        """Parse the option of every kind of condition but the corruptions (the shift
+        sets, the attacks, a registered kind's): each kind's ``parse`` checks its value."""
+        given = dict(self.kind_options or {})
+        parsed = {}
+        for kind in CONDITION_KINDS:
+            if kind.parse is None:
+                continue
+            if kind.option in _FIELDS:
+                object.__setattr__(self, kind.option,
+                                   kind.parse(getattr(self, kind.option), self.protocol))
+            else:
+                parsed[kind.option] = kind.parse(given.pop(kind.option, None), self.protocol)
+        if given:
+            raise SweepError(f'kind_options: no registered condition kind takes '
+                             f'{sorted(given)}; the kinds are '
+                             f'{[k.name for k in CONDITION_KINDS]}')
+        object.__setattr__(self, 'kind_options', parsed or None)
+
+    def entries(self, kind: ConditionKind) -> Tuple[Any, ...]:
+        """The parsed value of ``kind``'s option (empty: none)."""
+        if kind.option in _FIELDS:
+            return getattr(self, kind.option) or ()
+        return (self.kind_options or {}).get(kind.option, ())
 
     def _check_temperature(self) -> None:
         split, seed = self.temperature_split, self.temperature_split_seed
@@ -264,7 +290,9 @@ class RobustnessOptions:
                 are listed, with the closest for a typo), or a bad value.
         """
         values = dict(values or {})
-        allowed = list(OPTION_NAMES if allowed is None else allowed)
+        registered = registered_kind_options()
+        allowed = [n for n in (OPTION_NAMES if allowed is None else allowed)
+                   if n != 'kind_options'] + list(registered)
         unknown = [k for k in values if k not in allowed]
         if unknown:
             name = unknown[0]
@@ -274,9 +302,32 @@ class RobustnessOptions:
             raise SweepError(f'{name!r} is {what}{owner}'
                              + (f' (did you mean {close[0]!r}?)' if close else '')
                              + f'; valid: {", ".join(allowed)}')
+        routed = {name: values.pop(name) for name in registered if name in values}
+        if routed:
+            values['kind_options'] = routed
         merged = dict(defaults or {})
         merged.update(values)
         return cls(**merged)
+
+    def with_config(self, test_cfg: Mapping[str, Any]) -> 'RobustnessOptions':
+        """These options, with those a config gives only (no command-line flag: the shift
+        sets, the files, the attacks, a registered kind's option) taken from ``test_cfg``
+        where they are not given here."""
+        changes: Dict[str, Any] = {}
+        kinds = dict(self.kind_options or {})
+        for name in CONFIG_ONLY_OPTIONS + registered_kind_options():
+            value = test_cfg.get(name)
+            if not value:
+                continue
+            value = value.to_dict() if hasattr(value, 'to_dict') else dict(value)
+            if name in _FIELDS:
+                if not getattr(self, name):
+                    changes[name] = value
+            elif not kinds.get(name):
+                kinds[name] = value
+        if kinds != dict(self.kind_options or {}):
+            changes['kind_options'] = kinds
+        return self.replace(**changes) if changes else self
 
     def replace(self, **changes: Any) -> 'RobustnessOptions':
         """A copy with some options changed (checked again)."""
@@ -294,15 +345,11 @@ class RobustnessOptions:
         """The clean condition (its seed, protocol and border every condition shares)."""
         return Condition(seed=self.seed, protocol=self.protocol, border=self.border)
 
-    @property
-    def shift_conditions(self) -> List[ShiftCondition]:
-        """The conditions of the shift sets (:mod:`~reobench_mm.robustness.shift_sets`)."""
-        return shift_conditions(self.shifts, self.clean)
-
-    @property
-    def attack_conditions(self) -> List[AttackCondition]:
-        """The conditions of the attacks (:mod:`~reobench_mm.robustness.attack_sets`)."""
-        return attack_conditions(self.attacks, self.clean)
+    def kind_conditions(self, kind: ConditionKind) -> List[Any]:
+        """The conditions of ``kind`` these options declare (the corruptions: the plan's)."""
+        if kind.conditions is None:
+            return self.plan.all_conditions
+        return kind.conditions(self.entries(kind), self.clean)
 
     @property
     def conditions(self) -> List[Any]:
@@ -314,7 +361,7 @@ class RobustnessOptions:
     @property
     def all_conditions(self) -> List[Any]:
         """Every condition of the run, all shards together."""
-        return self.plan.all_conditions + self.shift_conditions + self.attack_conditions
+        return [c for kind in CONDITION_KINDS for c in self.kind_conditions(kind)]
 
     @property
     def temperature_fit(self) -> Dict[str, Any]:
@@ -348,14 +395,17 @@ class RobustnessOptions:
     def to_dict(self, names: Optional[Iterable[str]] = None) -> Dict[str, Any]:
         """Option name -> value (tuples as lists), for a config (``test_cfg``)."""
         out = {}
+        kinds = {k.option: k for k in CONDITION_KINDS if k.to_dict is not None}
         for name in names or OPTION_NAMES:
+            if name == 'kind_options':  # each registered kind's option as its own
+                out.update({option: kinds[option].to_dict(entries)
+                            for option, entries in (self.kind_options or {}).items()})
+                continue
             value = getattr(self, name)
             if name == 'shard' and value is not None:
                 value = '{}/{}'.format(*value)
-            if name == 'shifts':
-                value = shifts_to_dict(value)
-            if name == 'attacks':
-                value = attacks_to_dict(value)
+            if name in kinds:
+                value = kinds[name].to_dict(value)
             if name == 'corruption_files' and value is not None:
                 value = value.to_dict()
             out[name] = list(value) if isinstance(value, tuple) else value
@@ -364,14 +414,22 @@ class RobustnessOptions:
 
 #: Every option, in definition order.
 OPTION_NAMES: Tuple[str, ...] = tuple(f.name for f in fields(RobustnessOptions))
+_FIELDS = frozenset(OPTION_NAMES)
 #: The options of ``RobustnessSweep`` and ``tools/robustness_test.py`` (the output folder
 #: is their work dir).
 SWEEP_OPTIONS = tuple(n for n in OPTION_NAMES if n != 'out_dir')
 #: The sweep's options without a command-line flag: the sweep takes them from the config's
 #: ``test_cfg`` when they are not given (``shifts``, ``corruption_files``, ``attacks``).
-CONFIG_ONLY_OPTIONS = tuple(n for n in SWEEP_OPTIONS
-                            if next(f for f in fields(RobustnessOptions)
-                                    if f.name == n).metadata['cli'] is None)
+CONFIG_ONLY_OPTIONS = tuple(n for n in SWEEP_OPTIONS if n != 'kind_options'
+                            and next(f for f in fields(RobustnessOptions)
+                                     if f.name == n).metadata['cli'] is None)
+
+
+def registered_kind_options() -> Tuple[str, ...]:
+    """The options of the condition kinds a plugin registered (given as options of their
+    own, kept in ``kind_options``)."""
+    return tuple(k.option for k in CONDITION_KINDS if k.parse is not None
+                 and k.option not in _FIELDS)
 #: The options of ``RobustnessValLoop`` (nothing is written while validating).
 VALIDATION_OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'border',
                       'decode_cache_bytes', 'shifts', 'attacks')

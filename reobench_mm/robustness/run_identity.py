@@ -18,11 +18,10 @@ from ..analysis.report import make_provenance
 from ..engine import checkpoint as _checkpoint
 from ..evaluation.keys import Task
 from ..fileio import file_sha256, json_round_trip
-from .attack_sets import attacks_to_dict
+from .conditions import CONDITION_KINDS
 from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
 from .released_sets import FILES_SOURCE
 from .shifted_data import ConditionSources
-from .shift_sets import shifts_to_dict
 
 __all__ = ['RunIdentity']
 
@@ -164,8 +163,8 @@ class RunIdentity:
                                        seen_in_training=self.seen_in_training,
                                        intervals=options.interval_settings,
                                        evaluated_images=len(self.dataset),
-                                       shifts=shifts_to_dict(options.shifts),
-                                       attacks=attacks_to_dict(options.attacks),
+                                       **{k.option: k.to_dict(options.entries(k))
+                                          for k in CONDITION_KINDS if k.to_dict},
                                        precision=options.precision,
                                        corruption_device=options.corruption_device,
                                        corruption_files=None if options.corruption_files

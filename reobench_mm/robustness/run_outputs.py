@@ -5,7 +5,7 @@ manifest.
 :class:`RunOutputs` reads the records from the run's
 :class:`~reobench_mm.robustness.store.ConditionStore`, splits them by result block
 (:func:`~reobench_mm.robustness.conditions.records_by_block`), builds the shift sets' and
-attacks' blocks (:func:`~reobench_mm.robustness.condition_blocks.blocks_of`) and writes
+attacks' blocks (:func:`~reobench_mm.robustness.conditions.blocks_of`) and writes
 them with the provenance of the run's :class:`~reobench_mm.robustness.run_identity.
 RunIdentity`.
 """
@@ -21,8 +21,7 @@ from ..analysis.report import Report, write_report
 from ..analysis.results import ConditionResult
 from ..engine.workdir import write_error
 from ..evaluation.keys import Task
-from .condition_blocks import blocks_of
-from .conditions import records_by_block
+from .conditions import blocks_of, records_by_block
 from .run_identity import RunIdentity
 from .shards import write_shard_manifest
 from .store import ConditionStore, calibration_details, condition_record_name
@@ -88,7 +87,7 @@ class RunOutputs:
 
     def _blocks(self, clean: dict, by_block: Dict[str, Dict[Any, dict]]) -> Dict[str, dict]:
         """The result blocks of the shift sets' and attacks' records
-        (:func:`~reobench_mm.robustness.condition_blocks.blocks_of`)."""
+        (:func:`~reobench_mm.robustness.conditions.blocks_of`)."""
         clean_condition = self.plan.clean
         stats = self.store.image_stats(
             {clean_condition: clean,

@@ -10,7 +10,7 @@ provenance. :func:`merge_sweeps` checks every shard's manifest and records as a 
 run checks them and writes the report of the whole run (the shift sets' and attacks'
 conditions rebuilt from the options the provenance holds, their blocks built from their
 records as the unsharded run builds them:
-:mod:`~reobench_mm.robustness.condition_blocks`).
+:func:`~reobench_mm.robustness.conditions.blocks_of`).
 """
 from __future__ import annotations
 
@@ -26,11 +26,8 @@ from ..engine.workdir import write_error
 from ..errors import SweepError
 from ..evaluation.keys import results_task
 from ..fileio import atomic_write_bytes, dump_json_atomic, read_json
-from .attack_sets import attack_conditions, parse_attacks
-from .condition_blocks import blocks_of
-from .conditions import records_by_block
+from .conditions import CONDITION_KINDS, blocks_of, records_by_block
 from .fingerprint import differing_parts, without_own_data
-from .shift_sets import parse_shifts, shift_conditions
 from .store import (CONDITIONS_DIR, calibration_details, image_files, read_image_stats,
                     record_consistency_problem, record_identity_problem)
 
@@ -131,15 +128,17 @@ def _gather_image_files(files: Mapping[Condition, Tuple[str, str]], out_dir: str
 
 
 def prefixed_conditions(manifest: Mapping[str, Any]) -> Dict[str, Any]:
-    """key -> condition of the shift sets' and attacks' conditions of the run a shard
-    manifest belongs to, in run order, rebuilt from the options its provenance holds."""
+    """key -> condition of the conditions of every kind but the corruptions (the shift
+    sets', the attacks', a registered kind's) of the run a shard manifest belongs to, in
+    run order, rebuilt from the options its provenance holds."""
     provenance = manifest['provenance']
     extra = provenance.get('extra') or {}
     protocol = manifest['protocol']
     clean = Condition(seed=int(provenance.get('seed') or 0), protocol=protocol,
                       border=extra.get('border') or 'reflect')
-    conditions = shift_conditions(parse_shifts(extra.get('shifts'), protocol), clean) + \
-        attack_conditions(parse_attacks(extra.get('attacks'), protocol), clean)
+    conditions = [c for kind in CONDITION_KINDS if kind.conditions is not None
+                  for c in kind.conditions(kind.parse(extra.get(kind.option), protocol),
+                                           clean)]
     return {c.key: c for c in conditions}
 
 

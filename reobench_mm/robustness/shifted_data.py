@@ -27,10 +27,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from reobench_corruptions.condition import CLEAN, Condition
 from ..errors import SweepError
 from ..transforms.placement import corruption_steps, place_condition
-from .conditions import is_corruption, kind_of
+from .conditions import CONDITION_KINDS, is_corruption, kind_of
 from .fingerprint import FILE_SET_PART, SHIFT_SET_PART, canonical_json, dataset_fingerprint
 from .released_sets import files_dataset_cfg
-from .shift_sets import ShiftSet
 from .switching import Feed
 
 __all__ = ['ConditionData', 'ConditionSources', 'shift_dataloader_cfg']
@@ -54,22 +53,24 @@ def _test_pipeline(dataloader_cfg: Mapping[str, Any]) -> Optional[list]:
     return None
 
 
-def shift_dataloader_cfg(dataloader_cfg: Mapping[str, Any], shift: ShiftSet) -> dict:
-    """The dataloader config of ``shift``: a copy of the test dataloader's
-    ``dataloader_cfg`` (before the corruption step is placed) with the set's dataset,
-    which takes the test pipeline where it (or the dataset it wraps) has none.
+def shift_dataloader_cfg(dataloader_cfg: Mapping[str, Any], dataset: Mapping[str, Any],
+                         what: str) -> dict:
+    """The dataloader config of a set of its own (a shift set; ``what`` names it): a copy
+    of the test dataloader's ``dataloader_cfg`` (before the corruption step is placed)
+    with the set's ``dataset`` config, which takes the test pipeline where it (or the
+    dataset it wraps) has none.
 
     Raises:
         SweepError: the set has no pipeline and the test dataloader has none to give.
     """
     cfg = copy.deepcopy(dict(dataloader_cfg))
-    dataset = copy.deepcopy(shift.dataset)
+    dataset = copy.deepcopy(dict(dataset))
     pipeline = _test_pipeline(dataloader_cfg)
     for inner in _innermost(dataset):
         if inner.get('pipeline') is None:
             if pipeline is None:
-                raise SweepError(f'shift set {shift.name!r}: its dataset has no pipeline and '
-                                 'the test dataloader has none to take; give one')
+                raise SweepError(f'{what}: its dataset has no pipeline and the test '
+                                 'dataloader has none to take; give one')
             inner['pipeline'] = copy.deepcopy(pipeline)
     cfg['dataset'] = dataset
     if cfg.get('persistent_workers'):
@@ -183,13 +184,13 @@ class ConditionSources:
 
     def __init__(self, test: Feed, options: Any, given: Any, placed: Any, runner: Any,
                  ignore_index: Optional[int]) -> None:
-        self.test = test
-        self.shift_sets = {s.name: s for s in getattr(options, 'shifts', ())}
+        self.test, self.options = test, options
+        own = any(k.own_data is not None and options.entries(k) for k in CONDITION_KINDS)
         self.files = getattr(options, 'corruption_files', None)
         self.data: Optional[ConditionData] = None
-        if not self.shift_sets and self.files is None:
+        if not own and self.files is None:
             return
-        if self.shift_sets and not isinstance(given, dict):
+        if own and not isinstance(given, dict):
             raise SweepError('shift sets need the dataloader config to build their '
                              'dataloaders from')
         if self.files is not None and not isinstance(placed, dict):
@@ -205,15 +206,15 @@ class ConditionSources:
         if self.data is None:
             return None
         kind = kind_of(condition)
-        if kind.attacked:  # an attack reads its base's images
+        if kind.transforms_batches:  # an attack reads its base's images
             return self.own_data(condition.base)
         data = self.data
-        if kind.own_data:
-            shift = self.shift_sets[condition.label]
-            what = f'shift set {shift.name!r}'
+        if kind.own_data is not None:
+            name, dataset = kind.own_data(self.options.entries(kind), condition)
+            what = f'{kind.name} set {name!r}'
             given = self.given
-            return (f'shift:{shift.name}',
-                    lambda: data.place(shift_dataloader_cfg(given, shift), what), what)
+            return (f'{kind.name}:{name}',
+                    lambda: data.place(shift_dataloader_cfg(given, dataset, what), what), what)
         files = self.files
         if files is not None and files.reads(condition):
             placed = self.placed
@@ -229,13 +230,14 @@ class ConditionSources:
         files of a corruption, the condition itself on the test set); for an attack, its
         base condition's."""
         kind = kind_of(condition)
-        if kind.attacked:
+        if kind.transforms_batches:
             return self.feed(condition.base)
         own = self.own_data(condition)
         if own is None:
             return self.test, condition
         loader, steps = self.data.dataloader(*own)
-        return Feed(loader, steps), condition.base if kind.own_data else condition.clean()
+        return Feed(loader, steps), \
+            condition.base if kind.own_data is not None else condition.clean()
 
     def fans_out(self, condition: Condition) -> bool:
         """Whether ``condition`` can join a fan-out pass over the test set: a corruption
@@ -250,7 +252,7 @@ class ConditionSources:
         if own is None:
             return dict(run)
         out = copy.deepcopy(dict(run))
-        shift = kind_of(condition).own_data
+        shift = kind_of(condition).own_data is not None
         part = SHIFT_SET_PART if shift else FILE_SET_PART
         name = condition.label if shift else getattr(condition, 'base', condition).key
         out['data'] = dict(out.get('data') or {},

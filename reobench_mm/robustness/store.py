@@ -35,6 +35,7 @@ from ..evaluation.functional.condition_stats import (IMAGE_STATS_FORMAT, ImageSt
 from ..evaluation.keys import ECE, Task, metric_key
 from ..fileio import (atomic_write_bytes, dump_json_atomic, file_sha256, json_round_trip,
                       read_json)
+from .conditions import kind_of
 from .fingerprint import differing_parts
 
 __all__ = [
@@ -347,10 +348,12 @@ class ConditionStore:
     def write(self, condition: Condition, metrics: Mapping[str, float], seconds: float,
               calibration: Optional[Mapping[str, Any]] = None,
               image_stats: Optional[ImageStats] = None,
-              attack: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+              transformed: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         """Write the record of a finished condition (sealed, atomically) and, before it,
-        its per-image statistics; returns the record. ``attack``: what an attack condition
-        records beside its metrics (its cost, largest perturbation and per-step curve).
+        its per-image statistics; returns the record. ``transformed``: what the batch
+        transform of the condition's kind recorded beside its metrics (an attack's cost,
+        largest perturbation and per-step curve), kept under the kind's
+        ``record_field`` (``attack_run``).
 
         Raises:
             SweepError: a file cannot be written (:func:`write_error`), or the per-image
@@ -365,8 +368,8 @@ class ConditionStore:
             record['source'] = self.source(condition)
         if self.calibration:
             record['calibration'] = json_round_trip(calibration or {})
-        if attack is not None:
-            record['attack_run'] = json_round_trip(dict(attack))
+        if transformed is not None:
+            record[kind_of(condition).record_field] = json_round_trip(dict(transformed))
         record['images'] = None
         if image_stats is not None:
             mismatch = image_stats_mismatch(image_stats, result)

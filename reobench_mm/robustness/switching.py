@@ -107,11 +107,12 @@ class ActiveCondition:
     """The condition being evaluated and what it does to the data: what the pipeline's
     steps apply (``pipeline``: the condition itself, or clean where the model's device
     corrupts instead), what the model's device applies to each batch (``device``, or
-    None) and the attack run that attacks each batch (``attack``, or None)."""
+    None) and the batch transform of the condition's kind (``transform``: an attack run
+    that attacks each batch; or None)."""
     condition: Condition
     pipeline: Condition
     device: Optional[Condition] = None
-    attack: Any = None
+    transform: Any = None
 
 
 def place_switch_step(dataloader: Union[DataLoader, Dict], clean: Condition,
@@ -170,7 +171,7 @@ class ConditionSwitch:
         return self.test.steps
 
     def active_for(self, condition: Condition, in_pipeline: bool = False,
-                   attack: Any = None) -> ActiveCondition:
+                   transform: Any = None) -> ActiveCondition:
         """What evaluating ``condition`` means here (nothing switched): with a device
         corruption covering it, the pipeline stays clean and the device applies it (unless
         ``in_pipeline``)."""
@@ -178,15 +179,15 @@ class ConditionSwitch:
         pipeline = condition if device is None or in_pipeline else \
             device.pipeline_condition(condition)
         return ActiveCondition(condition, pipeline,
-                               None if pipeline is condition else condition, attack)
+                               None if pipeline is condition else condition, transform)
 
     def activate(self, condition: Condition, feed: Optional[Feed] = None,
-                 in_pipeline: bool = False, attack: Any = None) -> ActiveCondition:
+                 in_pipeline: bool = False, transform: Any = None) -> ActiveCondition:
         """Switch ``feed``'s steps (default: the test set's) to ``condition`` and make it
         the active one (``in_pipeline``: all of it in the pipeline, e.g. for the
         thumbnails of the worst cases)."""
         feed = feed or self.test
-        active = self.active_for(condition, in_pipeline, attack)
+        active = self.active_for(condition, in_pipeline, transform)
         for step in feed.steps:
             step.set_condition(active.pipeline)
         stop_live_workers(feed.dataloader)
@@ -201,12 +202,12 @@ class ConditionSwitch:
     def prepare(self, idx: int, data_batch: Any, active: ActiveCondition) -> Any:
         """The batch as the model gets it under ``active``: checked (every sample's
         metainfo carries what the pipeline applied), corrupted on the model's device,
-        then attacked (an attack on a corrupted image)."""
+        then transformed by the condition's kind (an attack on a corrupted image)."""
         check_batch_condition(data_batch, active.pipeline, idx)
         if active.device is not None:
             data_batch = self.device_corruption.apply(data_batch, active.device)
-        if active.attack is not None:
-            data_batch = active.attack.attack_batch(data_batch)
+        if active.transform is not None:
+            data_batch = active.transform.apply(data_batch)
         return data_batch
 
     def cache_decoding(self, cache_bytes: int) -> list:

@@ -36,9 +36,8 @@ from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
-from .attack_sets import check_attack_task
 from .condition_evaluation import ConditionEvaluation
-from .conditions import coerce_condition
+from .conditions import check_task, coerce_condition
 from .device_corruption import DeviceCorruption
 from .evaluators import calibration_metrics, robustness_evaluator
 from .held_out import check_held_out, seen_in_training
@@ -159,7 +158,7 @@ class RobustnessTestLoop(TestLoop):
                                                  options.seen_corruptions)
         check_held_out(options.corruptions, self.seen_in_training, options.held_out_only)
         self.task: Task = get_task(infer_task(cfg))
-        check_attack_task(options.attacks, self.task.name)
+        check_task(options, self.task.name)
         ignore_index = _ignore_index(evaluator)
         evaluator = robustness_evaluator(evaluator, self.task, options.calibration,
                                          options.temperature_scaling, ignore_index)
@@ -320,7 +319,7 @@ class RobustnessTestLoop(TestLoop):
             if not main:
                 continue
             record = self.store.write(condition, done.metrics, done.seconds,
-                                      done.calibration, done.image_stats, attack=done.attack)
+                                      done.calibration, done.image_stats, done.transformed)
             bar.break_line()
             print_log(f'robustness [{number}/{len(todo)}] {condition.tag}: '
                       f'{self.task.metric_name} {record["result"]["value"]:.2f} '

@@ -21,21 +21,18 @@ from mmengine.runner import ValLoop
 from mmengine.runner.amp import autocast
 from torch.utils.data import DataLoader
 
-from ..analysis.attack_table import attack_block
 from ..analysis.results import aggregate, condition_result_from_metrics
-from ..analysis.shift_table import shift_block
 from reobench_corruptions.condition import Condition
 from ..engine.losses import update_losses
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import get_task
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
-from .attack_sets import attack_row, check_attack_task
-from .condition_evaluation import ConditionEvaluation
+from .condition_evaluation import ConditionEvaluation, Evaluated
+from .conditions import CONDITION_KINDS, blocks_of, check_task, kind_of, records_by_block
 from .evaluators import classwise_evaluator
 from .options import (VALIDATION_DEFAULTS, VALIDATION_OPTIONS, RobustnessOptions,
                       describe_options)
-from .shift_sets import shift_row
 from .shifted_data import ConditionSources
 from .switching import ConditionSwitch, find_steps, place_switch_step, robustness_metrics
 
@@ -81,10 +78,11 @@ class RobustnessValLoop(ValLoop):
         cfg = runner.cfg
         self.task = get_task(infer_task(cfg))
         self.ignore_index = label_ignore_index(evaluator)
-        if self.options.attacks:
-            check_attack_task(self.options.attacks, self.task.name)
-            if isinstance(evaluator, (dict, list, tuple)):
-                evaluator = classwise_evaluator(evaluator)
+        check_task(self.options, self.task.name)
+        transformed = any(k.transforms_batches and self.options.entries(k)
+                          for k in CONDITION_KINDS)
+        if transformed and isinstance(evaluator, (dict, list, tuple)):
+            evaluator = classwise_evaluator(evaluator)
         given = dataloader
         dataloader, self.placements = place_switch_step(
             dataloader, self.plan.clean, cfg.get('default_scope'), 'robustness validation',
@@ -116,6 +114,15 @@ class RobustnessValLoop(ValLoop):
         outputs, self.val_loss = update_losses(outputs, self.val_loss)
         return outputs
 
+    def _record(self, condition: Any, done: Evaluated) -> Dict[str, Any]:
+        """What a block's builder reads of a condition's record: its result, and what its
+        kind's batch transform recorded."""
+        record: Dict[str, Any] = dict(result=dict(value=condition_result_from_metrics(
+            done.metrics, self.task.results_name).value))
+        if done.transformed is not None:
+            record[kind_of(condition).record_field] = done.transformed
+        return record
+
     def run(self) -> dict:
         """Validate under every condition; the metrics go to ``after_val_epoch``."""
         start = time.perf_counter()
@@ -124,32 +131,22 @@ class RobustnessValLoop(ValLoop):
         if not self.decode_caches:
             self.decode_caches = self.switch.cache_decoding(self.options.decode_cache_bytes)
         self.val_loss.clear()
-        evaluation, task = self.evaluation, self.task.results_name
-        raw: Dict[Condition, Dict[str, float]] = {
-            c: evaluation.evaluate(c).metrics for c in self.plan.conditions}
-        summary = aggregate(raw, protocol=self.plan.protocol, task=task,
+        evaluation = self.evaluation
+        done = {c: evaluation.evaluate(c) for c in self.options.all_conditions}
+        table, by_block = records_by_block(done)
+        raw: Dict[Condition, Dict[str, float]] = {c: d.metrics for c, d in table.items()}
+        summary = aggregate(raw, protocol=self.plan.protocol, task=self.task.results_name,
                             expected_severities=self.plan.severities)
-        rows = []
-        for condition in self.options.shift_conditions:
-            value = condition_result_from_metrics(evaluation.evaluate(condition).metrics,
-                                                  task).value
-            feed, _ = evaluation.sources.feed(condition)
-            rows.append(shift_row(condition, value, None, len(feed.dataloader.dataset)))
-        if rows:
-            summary.blocks['shifts'] = shift_block(rows, id_value=summary.clean,
-                                                   metric=summary.metric)
-        attacked = []
-        for condition in self.options.attack_conditions:
-            done = evaluation.evaluate(condition)
-            value = condition_result_from_metrics(done.metrics, task).value
-            attacked.append(attack_row(condition, value, done.image_stats, done.attack))
-        if attacked:
-            summary.blocks['attacks'] = attack_block(attacked, clean_value=summary.clean,
-                                                     metric=summary.metric)
+        clean = done[self.plan.clean]
+        summary.blocks.update(blocks_of(
+            {name: {c: self._record(c, d) for c, d in block.items()}
+             for name, block in by_block.items()}, self._record(self.plan.clean, clean),
+            clean.image_stats,
+            {c: d.image_stats for c, d in done.items()}, summary.metric,
+            dict(resamples=0)))
         metrics = robustness_metrics(summary, raw[self.plan.clean])
         seconds = time.perf_counter() - start
-        count = len(raw) + len(rows) + len(attacked)
-        print_log(f'robustness validation: {count} conditions in {seconds:.1f} s; '
+        print_log(f'robustness validation: {len(done)} conditions in {seconds:.1f} s; '
                   f'{summary.metric} clean {summary.clean:.2f}, avg {summary.avg:.2f}, '
                   f'delta_tp {summary.delta_tp:.2f}', logger='current')
         self.runner.call_hook('after_val_epoch', metrics=metrics)

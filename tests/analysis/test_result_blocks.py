@@ -8,7 +8,7 @@ import pytest
 
 from reobench_mm.analysis import make_provenance, write_report
 from reobench_mm.analysis.attack_table import attack_block, attack_metric_keys
-from reobench_mm.analysis.result_blocks import (RESULT_BLOCK_NAMES, RESULT_BLOCKS,
+from reobench_mm.analysis.result_blocks import (result_block_names, RESULT_BLOCKS,
                                                 block_metric_keys, check_blocks,
                                                 get_result_block)
 from reobench_mm.analysis.results import ConditionResult
@@ -38,7 +38,7 @@ def _blocks():
 
 
 def test_the_table_names_each_kind_once_with_the_shared_prefixes():
-    assert RESULT_BLOCK_NAMES == ('shifts', 'attacks')
+    assert result_block_names() == ('shifts', 'attacks')
     assert [b.prefix for b in RESULT_BLOCKS] == [SHIFT_PREFIX, ATTACK_PREFIX]
     assert get_result_block('attacks').plot_file == 'attack_curves.png'
     with pytest.raises(ValueError, match=r"no result block 'shift'; the blocks are "
@@ -67,10 +67,10 @@ def test_every_block_is_written_read_back_and_logged(tmp_path):
                           provenance=make_provenance(model='m'))
     with open(osp.join(out, 'results.json'), encoding='utf-8') as handle:
         numbers = json.load(handle)['numbers']
-    assert [k for k in numbers if k in RESULT_BLOCK_NAMES] == ['shifts', 'attacks']
+    assert [k for k in numbers if k in result_block_names()] == ['shifts', 'attacks']
     read = read_results(osp.join(out, 'results.json')).summary
     assert list(read.blocks) == ['shifts', 'attacks']
-    for name in RESULT_BLOCK_NAMES:
+    for name in result_block_names():
         assert read.blocks[name] == json.loads(json.dumps(blocks[name])), name
     text = open(report.files['report.md'], encoding='utf-8').read()
     assert '## Real distribution shifts' in text and '## Adversarial robustness' in text
@@ -87,6 +87,6 @@ def test_a_summary_without_blocks_writes_none(tmp_path):
     write_report(out, RESULTS, task='segmentation', plots=False)
     with open(osp.join(out, 'results.json'), encoding='utf-8') as handle:
         numbers = json.load(handle)['numbers']
-    assert not set(numbers) & set(RESULT_BLOCK_NAMES)
+    assert not set(numbers) & set(result_block_names())
     summary = read_results(osp.join(out, 'results.json')).summary
     assert summary.blocks == {} and block_metric_keys(summary.blocks) == {}

@@ -166,6 +166,13 @@ def test_refused_inputs(seg):
         parse_conditions(['haze'])
     with pytest.raises(ValueError, match='given twice'):
         parse_conditions(['haze@3', Condition('haze', 3)])
+    # the key of another kind of condition: one line naming the kind and its option
+    for key, kind, option in (('adv/pgd_eps4', 'attack', 'attacks'),
+                              ('shift/vaihingen', 'shift', 'shifts')):
+        with pytest.raises(ValueError, match=f"'{key}' is a condition of kind '{kind}': "
+                           rf'predict_conditions takes corruption conditions .*'
+                           rf'RobustnessTestLoop\({option}=...\)'):
+            parse_conditions(['clean', key])
     with pytest.raises(ValueError, match='keyed by its file name'):
         predict_conditions(model, path, ['clean'], key='other.png')
     with pytest.raises(FileNotFoundError):

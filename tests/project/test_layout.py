@@ -59,8 +59,6 @@ COVERED_ELSEWHERE = {
                                             'the metrics that keep per-image terms'),
     'reobench_mm.evaluation.metrics.classwise_iou': ('robustness/test_robustness_sweep.py',
                                                      'the per-class IoUs of a sweep'),
-    'reobench_mm.robustness.condition_blocks': ('robustness/test_shift_conditions.py',
-                                                'the blocks of a run and of merged shards'),
     'reobench_mm.robustness.decode_cache': ('robustness/test_robustness_sweep.py',
                                             'the decode cache of a sweep'),
     'reobench_mm.robustness.evaluators': ('robustness/test_robustness_loops.py',

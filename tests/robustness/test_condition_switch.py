@@ -36,7 +36,7 @@ class _Attack:
     def __init__(self, calls):
         self.calls = calls
 
-    def attack_batch(self, batch):
+    def apply(self, batch):
         self.calls.append(('attack', [float(x.sum()) for x in batch['inputs']]))
         return dict(batch, inputs=[x * 0 for x in batch['inputs']])
 
@@ -87,7 +87,7 @@ def test_a_device_corruption_takes_what_it_covers_unless_asked_for_the_pipeline(
 def test_a_batch_is_checked_then_corrupted_on_the_device_then_attacked():
     calls = []
     switch = ConditionSwitch(_feed(), CLEAN, _Device(calls))
-    active = switch.active_for(CLOUD, attack=_Attack(calls))
+    active = switch.active_for(CLOUD, transform=_Attack(calls))
     out = switch.prepare(0, _batch(CLEAN), active)  # the pipeline made it clean
     # the attack saw the device's output (ones + 1 over 4 pixels), the model sees zeros
     assert calls == [('device', 'cloud@3'), ('attack', [8.0])]

@@ -1,13 +1,17 @@
 """The table of condition kinds (``robustness/conditions.py``): one kind per condition
 class, consistent with the table of result blocks, and the helpers the loops ask instead
 of testing a condition's class."""
+import os.path as osp
+
 import pytest
 
 from reobench_corruptions.condition import Condition
 from reobench_mm.analysis.result_blocks import RESULT_BLOCKS
 from reobench_mm.robustness.attack_sets import parse_attacks
 from reobench_mm.robustness.conditions import (CONDITION_KINDS, coerce_condition,
-                                               is_corruption, kind_of, records_by_block)
+                                               is_corruption, kind_of, kinds_markdown,
+                                               records_by_block)
+from helpers import PROJECT_ROOT
 from reobench_mm.robustness.options import RobustnessOptions
 from reobench_mm.robustness.plan import SweepPlan
 from reobench_mm.robustness.shift_sets import parse_shifts
@@ -76,3 +80,11 @@ def test_coerce_keeps_prefixed_conditions_and_reads_pairs_and_keys():
     pair = coerce_condition(plan, ('cloud', 3))
     assert pair == Condition('cloud', 3, seed=2) and pair.seed == 2
     assert coerce_condition(plan, 'cloud@3').seed == 2
+
+
+def test_the_manual_holds_the_table_of_kinds_as_the_code_has_it():
+    with open(osp.join(PROJECT_ROOT, 'docs', 'robustness_loops.md'), encoding='utf-8') as f:
+        page = f.read()
+    table = kinds_markdown()
+    assert table in page, 'docs/robustness_loops.md: paste kinds_markdown() again'
+    assert table.count('\n') == len(CONDITION_KINDS) + 1

@@ -177,3 +177,12 @@ def test_the_plugin_line_does_not_import_the_drivers():
                    'analysis.data_budget'):
         assert f'reobench_mm.{module}' not in loaded, module
     assert {'reobench_mm.robustness.test_loop', 'reobench_mm.robustness.val_loop'} <= loaded
+
+
+def test_the_loops_docstrings_list_every_option_they_take():
+    """The option lists of the loops' docstrings are made from the options table."""
+    for name in OPTION_NAMES:
+        assert f'``{name}``' in RobustnessTestLoop.__doc__, name
+    for name in VALIDATION_OPTIONS:
+        assert f'``{name}``' in RobustnessValLoop.__doc__, name
+    assert '``out_dir``' not in RobustnessValLoop.__doc__
