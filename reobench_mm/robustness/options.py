@@ -43,7 +43,7 @@ from .conditions import CONDITION_KINDS, ConditionKind
 __all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OPTIONS',
            'VALIDATION_OPTIONS',
            'VALIDATION_DEFAULTS', 'add_option_arguments', 'options_from_args',
-           'describe_options', 'registered_kind_options']
+           'describe_options', 'registered_kind_options', 'with_config_options']
 
 
 def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None) -> Any:
@@ -309,26 +309,6 @@ class RobustnessOptions:
         merged.update(values)
         return cls(**merged)
 
-    def with_config(self, test_cfg: Mapping[str, Any]) -> 'RobustnessOptions':
-        """These options, with those a config gives only (no command-line flag: the shift
-        sets, the files, the attacks, a registered kind's option) taken from ``test_cfg``
-        where they are not given here."""
-        changes: Dict[str, Any] = {}
-        kinds = dict(self.kind_options or {})
-        for name in CONFIG_ONLY_OPTIONS + registered_kind_options():
-            value = test_cfg.get(name)
-            if not value:
-                continue
-            value = value.to_dict() if hasattr(value, 'to_dict') else dict(value)
-            if name in _FIELDS:
-                if not getattr(self, name):
-                    changes[name] = value
-            elif not kinds.get(name):
-                kinds[name] = value
-        if kinds != dict(self.kind_options or {}):
-            changes['kind_options'] = kinds
-        return self.replace(**changes) if changes else self
-
     def replace(self, **changes: Any) -> 'RobustnessOptions':
         """A copy with some options changed (checked again)."""
         return replace(self, **changes)
@@ -436,6 +416,28 @@ VALIDATION_OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'border',
 #: The defaults of ``RobustnessValLoop`` where they differ (a few conditions, and no cache).
 VALIDATION_DEFAULTS = dict(corruptions=('cloud', 'gaussian_noise', 'haze'), severities=(3, ),
                            decode_cache_bytes=0)
+
+
+def with_config_options(options: RobustnessOptions, test_cfg: Mapping[str, Any]
+                        ) -> RobustnessOptions:
+    """``options``, with those a config gives only (no command-line flag: the shift sets,
+    the files, the attacks, a registered kind's option) taken from ``test_cfg`` where
+    they are not given in ``options``."""
+    changes: Dict[str, Any] = {}
+    kinds = dict(options.kind_options or {})
+    for name in CONFIG_ONLY_OPTIONS + registered_kind_options():
+        value = test_cfg.get(name)
+        if not value:
+            continue
+        value = value.to_dict() if hasattr(value, 'to_dict') else dict(value)
+        if name in _FIELDS:
+            if not getattr(options, name):
+                changes[name] = value
+        elif not kinds.get(name):
+            kinds[name] = value
+    if kinds != dict(options.kind_options or {}):
+        changes['kind_options'] = kinds
+    return options.replace(**changes) if changes else options
 
 
 # ----------------------------------------------------------------------------- command line

@@ -60,7 +60,7 @@ from ..evaluation.keys import get_task
 from ..utils.config import prepare_test_config
 from .evaluators import calibration_metric_cfgs
 from .held_out import check_held_out, seen_in_training
-from .options import SWEEP_OPTIONS, RobustnessOptions
+from .options import SWEEP_OPTIONS, RobustnessOptions, with_config_options
 from .conditions import coerce_condition
 from .plan import default_sweep_work_dir
 from .store import CONDITIONS_DIR, condition_record_name
@@ -131,7 +131,7 @@ class RobustnessSweep:
                        self.options.held_out_only)
         fp16 = (cfg.get('test_cfg') or {}).get('fp16', False)
         # options without a flag, from the config
-        self.options = self.options.with_config(cfg.get('test_cfg') or {})
+        self.options = with_config_options(self.options, cfg.get('test_cfg') or {})
         cfg.test_cfg = ConfigDict(type=_LOOP, fp16=fp16, **self.options.to_dict())
         cfg.load_from = None  # loaded strictly by build()
         # the loop shows its own progress over conditions, not one bar per condition

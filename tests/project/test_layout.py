@@ -176,3 +176,24 @@ def test_test_modules_import_test_modules_of_their_own_folder_only():
             crossing += [f'{osp.relpath(path, TESTS)} imports {n}' for n in names
                          if n in folder_of and folder_of[n] != osp.dirname(path)]
     assert crossing == []
+
+
+def test_the_robustness_layer_keeps_its_size_promises():
+    """docs/development.md: no class over 350 lines and no file over 600 in the robustness
+    layer; RobustnessTestLoop in mmengine's shape, at most 250 lines."""
+    folder = osp.join(PROJECT_ROOT, 'reobench_mm', 'robustness')
+    too_long = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith('.py'):
+            continue
+        with open(osp.join(folder, name), encoding='utf-8') as handle:
+            source = handle.read()
+        if len(source.splitlines()) > 600:
+            too_long.append(f'{name}: {len(source.splitlines())} lines')
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                size = node.end_lineno - node.lineno + 1
+                limit = 250 if node.name == 'RobustnessTestLoop' else 350
+                if size > limit:
+                    too_long.append(f'{name}: class {node.name} {size} lines (> {limit})')
+    assert too_long == [], too_long
