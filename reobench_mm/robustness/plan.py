@@ -27,11 +27,14 @@ from ..errors import SweepError
 __all__ = [
     'SweepPlan', 'ConditionOnBase', 'corruptions_on_top', 'select_corruptions',
     'select_severities', 'sweep_conditions', 'parse_shard', 'shard_conditions',
-    'default_sweep_work_dir', 'check_corruption_seeds', 'MAX_CORRUPTION_SEEDS'
+    'default_sweep_work_dir', 'check_corruption_seeds', 'MAX_CORRUPTION_SEEDS', 'SEED_KEY'
 ]
 
 #: The most corruption seeds a run evaluates each random corruption with.
 MAX_CORRUPTION_SEEDS = 100
+
+#: What joins a further corruption seed's key: ``'cloud@3/seed1'`` (:meth:`SweepPlan.key`).
+SEED_KEY = '/seed'
 
 
 def corruptions_on_top(where: str, entry: Mapping[str, Any], protocol: str, purpose: str
@@ -303,6 +306,22 @@ class SweepPlan:
 
     def condition(self, value: Any) -> Condition:
         """``value`` as a condition of this plan: a pair (``('cloud', 3)``) or key
-        (``'cloud@3'``) gets the plan's seed, protocol and border; a condition is taken as
+        (``'cloud@3'``) gets the plan's seed, protocol and border, a further corruption
+        seed's key (``'cloud@3/seed1'``, :meth:`key`) that seed; a condition is taken as
         it is."""
+        if isinstance(value, str) and SEED_KEY in value:
+            key, _, seed = value.rpartition(SEED_KEY)
+            if not seed.isdigit():
+                raise SweepError(f'bad condition key {value!r}: a further corruption seed\'s '
+                                 "key is '<corruption>@<severity>/seed<n>', e.g. "
+                                 "'cloud@3/seed1'")
+            return Condition.from_key(key, self.protocol, int(seed), self.border)
         return Condition.coerce(value, self.protocol, self.seed, self.border)
+
+    def key(self, condition: Any) -> str:
+        """The key of ``condition`` in this run: its own (``'cloud@3'``, ``'shift/x'``),
+        with the seed for a further corruption seed's condition (``'cloud@3/seed1'``), so
+        that each condition of the run has a key of its own."""
+        if self.is_extra_seed(condition):
+            return f'{condition.key}{SEED_KEY}{condition.seed}'
+        return condition.key

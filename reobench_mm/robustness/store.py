@@ -305,17 +305,21 @@ class ConditionStore:
         source: where a condition's images come from when not synthesised
             (``source(condition)``: ``'files'`` for a corrupted set read from files, else
             None); written into its record and expected there.
+        key: a condition's key in the run (``SweepPlan.key``: a further corruption
+            seed's has its seed; default: the condition's own key).
     """
 
     def __init__(self, work_dir: str, coerce: Callable[[Any], Condition], task: Task,
                  calibration: bool, fingerprint: Callable[[Any], Mapping[str, Any]],
-                 source: Optional[Callable[[Any], Optional[str]]] = None) -> None:
+                 source: Optional[Callable[[Any], Optional[str]]] = None,
+                 key: Optional[Callable[[Any], str]] = None) -> None:
         self.work_dir = work_dir
         self.conditions_dir = osp.join(work_dir, CONDITIONS_DIR)
         self.coerce, self.task = coerce, task
         self.calibration = calibration
         self.fingerprint = fingerprint
         self.source = source or (lambda condition: None)
+        self.key = key or (lambda condition: condition.key)
         #: SHA-256 of a statistics file written by this store -> its statistics (the
         #: report then reads back only those of reused records)
         self._written: Dict[str, ImageStats] = {}
@@ -427,7 +431,8 @@ class ConditionStore:
     def todo(self, conditions: Sequence[Condition], lock: WorkDirLock,
              force: bool = False) -> Tuple[List[Condition], Dict[str, str]]:
         """Rank 0 takes ``lock`` and decides which ``conditions`` are left (all with
-        ``force``), and ``condition key -> reason`` for records not reused; every rank
+        ``force``), and ``condition key -> reason`` for records not reused (the run's
+        keys, :attr:`key`: a further corruption seed's has its seed); every rank
         gets the decision, or the error that refused the run."""
         from mmengine.dist import broadcast_object_list, get_world_size, is_main_process
         todo, reasons, error = None, {}, None
@@ -441,7 +446,7 @@ class ConditionStore:
                     if force or problem is not None:
                         todo.append(condition)
                     if problem is not None and osp.isfile(self.condition_file(condition)):
-                        reasons[condition.key] = problem
+                        reasons[self.key(condition)] = problem
             except Exception as caught:  # told to the other ranks, raised below
                 error = caught
         if get_world_size() > 1:

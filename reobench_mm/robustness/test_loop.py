@@ -65,7 +65,8 @@ class SweepOutcome:
         report_files: name -> path of the report files (empty for a shard).
         manifest: the shard manifest path (None without a shard).
         wall_seconds: wall time of the run.
-        reevaluated: condition key -> why its file was not reused (a malformed or
+        reevaluated: condition key (a further corruption seed's with its seed:
+            ``'cloud@3/seed1'``) -> why its file was not reused (a malformed or
             inconsistent record; those conditions are in ``evaluated``).
         metrics: what the loop returned.
     """
@@ -203,7 +204,7 @@ class RobustnessTestLoop(TestLoop):
         self.store = ConditionStore(self.work_dir, lambda c: coerce_condition(self.plan, c),
                                     self.task, options.calibration,
                                     self.identity.condition_fingerprint,
-                                    source=self.identity.source_of)
+                                    source=self.identity.source_of, key=self.plan.key)
         #: the report or shard manifest at the end
         self.outputs = RunOutputs(self.work_dir, self.store, self.identity, options,
                                   self.task, self.switch, runner.model)

@@ -315,6 +315,34 @@ def test_seeds_resume_and_shrink_without_evaluating(seeded, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_further_seed_has_a_key_of_its_own(seeded, tmp_path):
+    """Both seeds' records of one cell unusable: each is named by its own key (the first
+    seed's 'gaussian_noise@3', the further seed's 'gaussian_noise@3/seed1'), evaluated
+    again to the same numbers; the further seed's key reads back as its condition."""
+    from reobench_mm.robustness.plan import SweepPlan
+    work_dir = str(tmp_path / 'broken')
+    shutil.copytree(seeded['outcome'].work_dir, work_dir)
+    before = [_record(work_dir, t)['result']['value']
+              for t in ('gaussian_noise_s3', 'gaussian_noise_s3_seed1')]
+    for tag in ('gaussian_noise_s3', 'gaussian_noise_s3_seed1'):
+        with open(osp.join(work_dir, 'conditions', f'{tag}.json'), 'w') as handle:
+            handle.write('[]')
+    again = _sweep(seeded['checkpoint'], seeded['data_root'], work_dir,
+                   corruption_seeds=SEEDS)
+    assert sorted(again.reevaluated) == ['gaussian_noise@3', 'gaussian_noise@3/seed1']
+    assert sorted(c.tag for c in again.evaluated) == ['gaussian_noise_s3',
+                                                      'gaussian_noise_s3_seed1']
+    assert [_record(work_dir, t)['result']['value']
+            for t in ('gaussian_noise_s3', 'gaussian_noise_s3_seed1')] == before
+    plan = SweepPlan.create(['gaussian_noise'], [3], corruption_seeds=SEEDS)
+    further = plan.seed_conditions[0]
+    assert plan.key(further) == 'gaussian_noise@3/seed1' and plan.key(plan.clean) == 'clean'
+    assert plan.condition('gaussian_noise@3/seed1') == further
+    with pytest.raises(SweepError, match="'<corruption>@<severity>/seed<n>'"):
+        plan.condition('gaussian_noise@3/seedx')
+
+
+@pytest.mark.slow
 def test_shards_of_the_tool_merge_to_the_same_numbers(seeded, tmp_path):
     """tools/robustness_test.py --corruption-seeds in two shards (one a subprocess), merged:
     the numbers of the unsharded sweep, intervals included."""
