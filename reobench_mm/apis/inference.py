@@ -28,7 +28,7 @@ import copy
 import os
 import os.path as osp
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -39,8 +39,10 @@ from reobench_corruptions import PROTOCOLS, list_corruptions
 from reobench_corruptions.condition import Condition
 from ..engine.checkpoint import check_checkpoint_classes, load_checkpoint_strict
 from ..evaluation.evaluator_cfg import label_ignore_index
-from ..evaluation.keys import SEGMENTATION
+from ..errors import SweepError
+from ..evaluation.keys import SEGMENTATION, get_task
 from ..registry import DATASETS, MODELS, ensure_custom_imports
+from ..robustness.conditions import CONDITION_KINDS, BatchContext, get_condition_kind
 from ..transforms.corruption import ApplyCorruption
 from ..transforms.placement import (dataset_pipelines, inner_steps,
                                     is_annotation_loading_name, is_image_loading_name,
@@ -82,7 +84,7 @@ class ConditionPrediction:
 
     @property
     def key(self) -> str:
-        """``'clean'`` or ``'<corruption>@<severity>'``."""
+        """``'clean'``, ``'<corruption>@<severity>'`` or an attack's ``'adv/pgd_eps4'``."""
         return self.condition.key
 
 
@@ -211,10 +213,34 @@ def init_model(config: Union[str, os.PathLike, Config], checkpoint: Optional[str
 
 # ----------------------------------------------------------------------------- conditions
 
+def _attack_kind() -> Any:
+    return get_condition_kind('attack')
+
+
+def _attack_conditions(attacks: Optional[Mapping[str, Any]], task: str, label: Any,
+                       clean: Condition) -> List[Any]:
+    """The attack conditions of ``attacks`` (as the loops parse and check them).
+
+    Raises:
+        SweepError: a bad attack, a task without an objective for it, or no label."""
+    if not attacks:
+        return []
+    if task != SEGMENTATION:
+        raise SweepError(f'attacks on one image are taken for segmentation models, with '
+                         f'label= (this model does {task}); evaluate them with '
+                         'RobustnessTestLoop(attacks=...)')
+    if label is None:
+        raise SweepError('attacks need the image\'s label map (label=...): an attack '
+                         'maximises the model\'s loss against it')
+    kind = _attack_kind()
+    entries = kind.parse(attacks, clean.protocol)
+    kind.check_task(entries, task)
+    return kind.conditions(entries, clean)
+
+
 def _refuse_other_kinds(key: str) -> None:
     """Refuse the key of a condition of another kind than a corruption (a shift set's,
     an attack's), naming its kind: one image under it needs the run's data or model."""
-    from ..robustness.conditions import CONDITION_KINDS
     prefix = key.split('/', 1)[0] if '/' in key else None
     for kind in CONDITION_KINDS:
         if prefix is not None and kind.prefix == prefix:
@@ -388,7 +414,8 @@ def predict_conditions(model: torch.nn.Module,
                        key: Union[str, int, None] = None,
                        label: Union[str, os.PathLike, np.ndarray, None] = None,
                        seed: int = 0, protocol: str = 'reobench', border: str = 'reflect',
-                       ignore_index: Optional[int] = None) -> ConditionPredictions:
+                       ignore_index: Optional[int] = None,
+                       attacks: Optional[Mapping[str, Any]] = None) -> ConditionPredictions:
     """What ``model`` predicts for one image under each condition.
 
     The config's test pipeline (``model.cfg``, as :func:`init_model` keeps it) gets the
@@ -413,12 +440,21 @@ def predict_conditions(model: torch.nn.Module,
         seed, protocol, border: the settings of conditions given as keys.
         ignore_index: the label written where a moved label map has no source content
             (default: the one the config's test evaluator ignores, as the loops use).
+        attacks: adversarial attacks after the conditions, as ``RobustnessTestLoop``
+            takes them (``dict(pgd=dict(eps=[4], steps=10))``; with ``corruptions`` and
+            ``severities`` an attack on a corrupted image): each budget's prediction is
+            the loop's for this image (the same attack, its draws keyed by the sample
+            key), keyed ``'adv/pgd_eps4'``; its image is the adversarial input (float32,
+            the pipeline's units). Segmentation, with ``label``: the attack maximises the
+            model's loss against it.
 
     Returns:
         A :class:`ConditionPredictions`.
 
     Raises:
         ValueError: an array without a key, a bad condition, a bad image or label.
+        SweepError (a ValueError): a bad attack, or attacks without what they need (a
+            segmentation model and its label).
         FileNotFoundError: a missing image or label file.
     """
     cfg = getattr(model, 'cfg', None)
@@ -426,6 +462,8 @@ def predict_conditions(model: torch.nn.Module,
         raise ValueError('the model has no config (model.cfg): build it with init_model')
     task = infer_task(cfg)
     wanted = parse_conditions(conditions, seed=seed, protocol=protocol, border=border)
+    attacked = _attack_conditions(attacks, task, label, Condition(
+        seed=seed, protocol=protocol, border=border))
     results, source, sample_key = _image_input(image, key)
     keep_annotations = label is not None and _label_input(label, task, cfg, results)
     pipeline = _adapt_pipeline(_test_pipeline(cfg), task, isinstance(image, np.ndarray),
@@ -446,16 +484,26 @@ def predict_conditions(model: torch.nn.Module,
     loaded = _run(transforms[:first], results, source)  # decoded once
     step = transforms[first]
     from reobench_corruptions.base import full_scale
-    entries = []
-    for condition in wanted:
+    def batch_under(condition: Condition) -> dict:
         for one in steps:
             one.set_condition(condition)
-        packed = _run(transforms[first:], copy.deepcopy(loaded), f'{source}, {condition.key}')
+        return pseudo_collate([_run(transforms[first:], copy.deepcopy(loaded),
+                                    f'{source}, {condition.key}')])
+
+    entries = []
+    classes = len((getattr(model, 'dataset_meta', None) or {}).get('classes') or ())
+    for condition, attack in [(c, False) for c in wanted] + [(c, True) for c in attacked]:
+        if attack:  # the loop's attack of this kind, on its base condition's batch
+            batch = _attack_kind().batches(condition, BatchContext(
+                model, get_task(task), ignore_index, classes)).apply(
+                    batch_under(condition.base))
+        else:
+            batch = batch_under(condition)
         with torch.no_grad():
-            prediction = model.test_step(pseudo_collate([packed]))[0]
-        gt = getattr(packed['data_samples'], 'gt_sem_seg', None)
+            prediction = model.test_step(batch)[0]
+        gt = getattr(batch['data_samples'][0], 'gt_sem_seg', None)
         entries.append(ConditionPrediction(
-            condition=condition, image=_to_numpy_image(packed['inputs']),
+            condition=condition, image=_to_numpy_image(batch['inputs'][0]),
             prediction=prediction,
             label=None if gt is None or label is None else gt.data[0].cpu().numpy()))
     image_dtype = entries[0].image.dtype

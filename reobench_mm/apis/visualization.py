@@ -114,7 +114,8 @@ def _panel(ax: Any, image: np.ndarray, title: Optional[str] = None,
 
 
 def _title(entry: ConditionPrediction, inches: float) -> str:
-    condition = entry.condition
+    # an attack's settings are its base condition's
+    condition = getattr(entry.condition, 'base', entry.condition)
     extra = [f'seed {condition.seed}'] if condition.seed else []
     if condition.protocol != 'reobench':
         extra.append(condition.protocol)

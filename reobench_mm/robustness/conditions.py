@@ -291,7 +291,7 @@ def kinds_markdown() -> str:
     """The kinds of :data:`CONDITION_KINDS` and what each goes through, as the Markdown
     table of ``docs/robustness_loops.md`` (a test checks the page holds it)."""
     rows = ['| kind | declared by | key | images | each batch | fan-out | reported in | '
-            'paired tests | `predict_conditions` |', '|---|---|---|---|---|---|---|---|---|']
+            'paired tests |', '|---|---|---|---|---|---|---|---|']
     for kind in CONDITION_KINDS:
         corruption = kind.prefix is None
         key = f'`{kind.prefix}/<name>`' if kind.prefix else '`cloud@3`'
@@ -303,7 +303,6 @@ def kinds_markdown() -> str:
         fan_out = 'one pass for many' if corruption else 'one by one, after the passes'
         block = f'the `{kind.block}` block' if kind.block else 'the corruption table'
         paired = 'yes' if corruption else 'no (the corruption table only)'
-        predict = 'yes' if corruption else 'refused, naming the kind'
         rows.append(f'| {kind.name} | `{kind.option}` | {key} | {images} | {batches} | '
-                    f'{fan_out} | {block} | {paired} | {predict} |')
+                    f'{fan_out} | {block} | {paired} |')
     return '\n'.join(rows)

@@ -17,6 +17,8 @@ from mmengine.runner import Runner
 from reobench_corruptions.condition import Condition
 from reobench_mm.apis import (ConditionPredictions, init_model, parse_conditions,
                               predict_conditions, show_conditions)
+from reobench_mm.errors import SweepError
+from reobench_mm.robustness.conditions import BatchContext, kind_of
 
 from helpers import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, load_tool
 from reobench_cli import run_tool
@@ -133,6 +135,52 @@ def test_rotated_detection_equals_the_robustness_loop(det, det_result, tmp_path)
                            result['gaussian_noise@2'].prediction.pred_instances.scores)
     with pytest.raises(ValueError, match='segmentation only'):
         predict_conditions(model, image, ['clean'], label=image)
+    with pytest.raises(SweepError, match=r'attacks on one image are taken for segmentation '
+                       r'models.*RobustnessTestLoop\(attacks=...\)'):
+        predict_conditions(model, image, ['clean'], attacks=dict(pgd=dict(eps=[4])))
+
+
+def test_an_attack_on_one_image_is_the_loops(seg, seg_result, tmp_path):
+    """predict_conditions(attacks=...): PGD at eps 4 on the image (and on its hazy
+    version): the prediction RobustnessTestLoop makes for it (its batch of the image, its
+    attack of the condition), an input within the budget of the image it attacks."""
+    model, checkpoint, root = seg
+    path = osp.join(root, 'img_dir', 'val', SEG_IMAGE)
+    attacks = dict(pgd=dict(eps=[4], steps=2, corruptions=['haze'], severities=[3]))
+    result = predict_conditions(model, path, ['clean', 'haze@3'], attacks=attacks,
+                                label=osp.join(root, 'ann_dir', 'val', SEG_IMAGE))
+    assert result.keys == ['clean', 'haze@3', 'adv/pgd_eps4', 'adv/pgd_eps4/haze@3']
+    for key, base in (('adv/pgd_eps4', 'clean'), ('adv/pgd_eps4/haze@3', 'haze@3')):
+        delta = result[key].image.astype(np.float64) - result[base].image.astype(np.float64)
+        assert 0 < np.abs(delta).max() <= 4 * (1 + 1e-5), key
+        assert np.array_equal(result[key].label, result[base].label)
+    cfg = Config.fromfile(SEG_DEMO_CONFIG)
+    cfg.merge_from_dict(_options(root))
+    cfg.work_dir, cfg.custom_hooks, cfg.load_from = str(tmp_path), [], checkpoint
+    cfg.test_cfg = dict(type='RobustnessTestLoop', corruptions=['haze'], severities=[3],
+                        attacks=attacks, plots=False)
+    loop = Runner.from_cfg(cfg).test_loop
+    dataset = loop.dataloader.dataset
+    index = next(i for i in range(len(dataset))
+                 if osp.basename(dataset.get_data_info(i)['img_path']) == SEG_IMAGE)
+    for condition in loop.options.all_conditions:
+        if not condition.key.startswith('adv/'):
+            continue
+        kind = kind_of(condition)
+        loop.switch.activate(condition.base)
+        batch = loop.dataloader.collate_fn([dataset[index]])
+        transform = kind.batches(condition, BatchContext(
+            model, loop.task, loop.evaluation.ignore_index, len(dataset.metainfo['classes'])))
+        active = loop.switch.active_for(condition.base, transform=transform)
+        with torch.no_grad():
+            expected = model.test_step(loop.switch.prepare(0, batch, active))[0]
+        got = result[condition.key].prediction
+        assert torch.equal(got.seg_logits.data, expected.seg_logits.data), condition.key
+    loop.switch.reset()
+    assert not torch.equal(result['adv/pgd_eps4'].prediction.seg_logits.data,
+                           result['clean'].prediction.seg_logits.data)
+    with pytest.raises(SweepError, match="attacks need the image's label map"):
+        predict_conditions(model, path, ['clean'], attacks=attacks)
 
 
 def test_an_array_with_its_key_equals_the_file(seg, seg_result):
