@@ -70,8 +70,8 @@ from .groups import (DEFAULT_DRAWS, CkaEceCorrelation, GroupAnalysis, Groupings,
                      groups_markdown)
 from .model_set import ModelSet, load_model_set, load_shift_values
 from .paired import DEFAULT_PERMUTATIONS
-from .paired_models import (DEFAULT_ALPHA, PairedModels, flips_csv_rows, paired_csv_rows,
-                            paired_markdown, paired_models)
+from .paired_models import (DEFAULT_ALPHA, PairedModels, blocks_not_paired, flips_csv_rows,
+                            paired_csv_rows, paired_markdown, paired_models)
 from .model_plots import (RANK_SCATTER_MEASURES, plot_effective_robustness,
                           plot_kendall_tau_vs_severity, plot_rank_scatter)
 from .rank_report import (RankOptions, RankReport, datasets_csv_rows, rank_csv_rows,
@@ -167,6 +167,8 @@ def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[st
                                    seed=seed or 0, permutations=permutations, alpha=alpha)
         if why:
             notes.append(why)
+        elif blocks_not_paired(model_set):
+            notes.append(blocks_not_paired(model_set))
     ranks = rank_report(model_set, rank_options, names=names,
                         common_conditions=common_conditions, resamples=n_bootstrap,
                         level=confidence, seed=seed or 0, intervals=tests is not None)

@@ -32,11 +32,13 @@ from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
                                                resample_counts)
 from .intervals import check_same_images, interval_of
 from .model_set import ModelSet
+from .result_blocks import RESULT_BLOCKS
 from .tables import column_title, fmt_number, markdown_table
 from .paired import (DEFAULT_PERMUTATIONS, PairedNumbers, benjamini_hochberg, flip_p_value,
                      kendall_tau_b_rows, model_numbers, paired_numbers)
 
 __all__ = ['PairedModels', 'paired_models', 'DEFAULT_ALPHA', 'numbers_of_table',
+           'blocks_not_paired',
            'paired_markdown', 'paired_csv_rows', 'flips_csv_rows', 'model_image_stats']
 
 #: False discovery rate of the significance marks.
@@ -49,6 +51,20 @@ def numbers_of_table(model_set: ModelSet) -> List[str]:
     return (['clean'] + [c.key for c in model_set.conditions if not c.is_clean]
             + [f'{n}@mean' for n in model_set.corruptions]
             + ['avg', 'delta_tp', 'mpc', 'rpc'])
+
+
+def blocks_not_paired(model_set: ModelSet) -> Optional[str]:
+    """The note of a comparison whose results files hold result blocks (shift sets,
+    attacks, ...: :data:`~reobench_mm.analysis.result_blocks.RESULT_BLOCKS`): the paired
+    tests cover the corruption table, not those blocks (None without any)."""
+    names = [b.name for b in RESULT_BLOCKS
+             if any(f.summary.blocks.get(b.name) for f in model_set.files)]
+    if not names:
+        return None
+    return (f'paired tests: the corruption table only; the {", ".join(names)} '
+            f'block{"s" if len(names) > 1 else ""} of the results files '
+            f'{"are" if len(names) > 1 else "is"} not paired (compare '
+            f'{"their" if len(names) > 1 else "its"} numbers in each report)')
 
 
 @dataclass

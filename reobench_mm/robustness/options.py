@@ -30,6 +30,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from reobench_corruptions import PROTOCOLS
 from reobench_corruptions.condition import Condition
 from reobench_corruptions.geometric import BORDER_MODES
+from ..attacks.spec import ATTACK_KINDS
 from ..engine.precision import PRECISIONS
 from ..errors import SweepError
 from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, check_level,
@@ -160,8 +161,7 @@ class RobustnessOptions:
         None, 'adversarial attacks evaluated as conditions of the run (worst-case '
         'robustness): {name: dict(eps=[...] in pixel units[, type=..., steps=..., '
         'alpha=..., random_start=..., losses=..., max_value=..., corruptions=..., '
-        'severities=...])} in the config; names (or type) fgsm, pgd, pgd_l2, segpgd, '
-        'cospgd, apgd')
+        f'severities=...])}} in the config; names (or type) {", ".join(ATTACK_KINDS)}')
     kind_options: Any = _option(
         None, 'the options of condition kinds a plugin registered (register_condition_kind), '
         'option -> value; given as their own options (e.g. flips=dict(...)), collected here')
@@ -522,6 +522,7 @@ def describe_options(names: Optional[Sequence[str]] = None,
         default = _default(name, defaults)
         shown = '' if default is None else f' (default: {_format(default)})'
         text = f'``{name}``: {_field(name).metadata["help"]}{shown}'
-        lines.extend(textwrap.wrap(text, 92 - indent, initial_indent=' ' * indent,
+        lines.extend(textwrap.wrap(text, 92 - indent, break_on_hyphens=False,
+                                   initial_indent=' ' * indent,
                                    subsequent_indent=' ' * (indent + 4)))
     return '\n'.join(lines)

@@ -90,3 +90,23 @@ def test_a_summary_without_blocks_writes_none(tmp_path):
     assert not set(numbers) & set(result_block_names())
     summary = read_results(osp.join(out, 'results.json')).summary
     assert summary.blocks == {} and block_metric_keys(summary.blocks) == {}
+
+
+def test_the_paired_tests_say_which_blocks_they_leave_out():
+    """The paired tests of a comparison cover the corruption table: results files with
+    blocks get one note naming them (none without)."""
+    from types import SimpleNamespace
+
+    from reobench_mm.analysis.paired_models import blocks_not_paired
+
+    def model_set(*blocks):
+        return SimpleNamespace(files=[SimpleNamespace(summary=SimpleNamespace(blocks=b))
+                                      for b in blocks])
+
+    assert blocks_not_paired(model_set({}, {})) is None
+    assert blocks_not_paired(model_set({'attacks': {'attacks': []}}, {})) == (
+        'paired tests: the corruption table only; the attacks block of the results files '
+        'is not paired (compare its numbers in each report)')
+    note = blocks_not_paired(model_set({'shifts': {'sets': []}}, {'attacks': {'x': 1}}))
+    assert note.startswith('paired tests: the corruption table only; the shifts, attacks '
+                           'blocks of the results files are not paired')
