@@ -9,7 +9,7 @@ data preprocessor and their ``predict`` or ``loss``).
   model side of each task.
 
 The robustness loops evaluate attacks as conditions
-(:mod:`reobench_mm.robustness.attack_sets`).
+(:mod:`reobench_mm.robustness.conditions.attacks`).
 """
 from .functional import NORMS
 from .iterative import perturb

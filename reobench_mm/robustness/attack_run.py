@@ -1,6 +1,6 @@
 """Running an attack condition inside a robustness loop: :class:`AttackRun`.
 
-While an :class:`~reobench_mm.robustness.attack_sets.AttackCondition` is evaluated, the
+While an :class:`~reobench_mm.robustness.conditions.attacks.AttackCondition` is evaluated, the
 loop hands every batch to :meth:`AttackRun.apply` before the model's
 ``test_step``: each image of the batch (its pixels as the pipeline left them, the base
 condition's corruption applied) is replaced by its adversarial version, computed on the
@@ -44,7 +44,7 @@ from ..attacks.segmentation import SegmentationTarget
 from ..errors import SweepError
 from ..evaluation.functional.image_stats import SegmentationImageStats
 from ..evaluation.keys import SEGMENTATION, Task
-from .attack_sets import AttackCondition
+from .conditions.attacks import AttackCondition
 
 __all__ = ['AttackRun', 'sample_key']
 

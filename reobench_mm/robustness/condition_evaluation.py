@@ -24,7 +24,7 @@ from reobench_corruptions.condition import Condition
 from ..analysis.results import condition_result_from_metrics
 from ..evaluation.keys import Task
 from ..fileio import plain_float
-from .conditions import BatchContext, kind_of
+from .conditions.kinds import BatchContext, kind_of
 from .evaluators import calibration_metrics, condition_image_stats
 from .fan_out import Item, fan_out_groups, join_batches, run_pass
 from .shifted_data import ConditionSources

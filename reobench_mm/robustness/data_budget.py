@@ -39,7 +39,7 @@ from ..evaluation.keys import get_task
 from ..fileio import dump_json_atomic, file_sha256, json_round_trip, read_json
 from ..utils.config import infer_task, prepare_train_config, read_config
 from .options import RobustnessOptions
-from .shift_sets import shifts_to_dict
+from .conditions.shifts import shifts_to_dict
 from .sweep import RobustnessSweep
 
 __all__ = [

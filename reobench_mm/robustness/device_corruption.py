@@ -30,7 +30,7 @@ from reobench_corruptions import get_corruption
 from reobench_corruptions.condition import Condition
 from ..errors import SweepError
 from ..transforms.corruption import ApplyCorruption, move_sample_labels
-from .conditions import is_corruption
+from .conditions.kinds import is_corruption
 
 __all__ = ['CORRUPTION_DEVICES', 'DeviceCorruption']
 

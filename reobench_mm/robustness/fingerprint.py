@@ -109,7 +109,7 @@ CODE_SOURCES = ('reobench_corruptions', 'reobench_mm/transforms', 'reobench_mm/m
                 'reobench_mm/robustness/decode_cache.py', 'reobench_mm/robustness/evaluators.py',
                 'reobench_mm/robustness/switching.py', 'reobench_mm/robustness/temperature.py',
                 'reobench_mm/robustness/test_loop.py', 'reobench_mm/robustness/shifted_data.py',
-                'reobench_mm/robustness/released_sets.py')
+                'reobench_mm/robustness/conditions/released.py')
 _NOT_CODE = ('reobench_mm/datasets/converters', 'reobench_mm/datasets/synthetic.py',
              'reobench_mm/datasets/synthetic_shift.py')
 

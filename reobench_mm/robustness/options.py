@@ -38,8 +38,8 @@ from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
 from .decode_cache import DEFAULT_MAX_BYTES
 from .device_corruption import CORRUPTION_DEVICES
 from .plan import SweepPlan, shard_conditions
-from .released_sets import parse_corruption_files
-from .conditions import CONDITION_KINDS, ConditionKind
+from .conditions.released import parse_corruption_files
+from .conditions.kinds import CONDITION_KINDS, ConditionKind
 
 __all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OPTIONS',
            'VALIDATION_OPTIONS',

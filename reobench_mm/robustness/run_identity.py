@@ -18,9 +18,9 @@ from ..analysis.report import make_provenance
 from ..engine import checkpoint as _checkpoint
 from ..evaluation.keys import Task
 from ..fileio import file_sha256, json_round_trip
-from .conditions import CONDITION_KINDS
+from .conditions.kinds import CONDITION_KINDS
 from .fingerprint import dataset_fingerprint, result_options, run_fingerprint
-from .released_sets import FILES_SOURCE
+from .conditions.released import FILES_SOURCE
 from .shifted_data import ConditionSources
 
 __all__ = ['RunIdentity']

@@ -21,7 +21,7 @@ from ..analysis.report import Report, write_report
 from ..analysis.results import ConditionResult
 from ..engine.workdir import write_error
 from ..evaluation.keys import Task
-from .conditions import blocks_of, records_by_block
+from .conditions.kinds import blocks_of, records_by_block
 from .run_identity import RunIdentity
 from .shards import write_shard_manifest
 from .store import ConditionStore, calibration_details, condition_record_name

@@ -26,7 +26,7 @@ from ..engine.workdir import write_error
 from ..errors import SweepError
 from ..evaluation.keys import results_task
 from ..fileio import atomic_write_bytes, dump_json_atomic, read_json
-from .conditions import CONDITION_KINDS, blocks_of, records_by_block
+from .conditions.kinds import CONDITION_KINDS, blocks_of, records_by_block
 from .fingerprint import differing_parts, without_own_data
 from .store import (CONDITIONS_DIR, calibration_details, image_files, read_image_stats,
                     record_consistency_problem, record_identity_problem)

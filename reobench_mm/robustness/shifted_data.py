@@ -1,7 +1,7 @@
 """The data of the conditions with test data of their own (the shift sets, the corrupted
 sets read from files): their dataloaders, checks and fingerprints.
 
-A shift set (:class:`~reobench_mm.robustness.shift_sets.ShiftSet`) is built the way the
+A shift set (:class:`~reobench_mm.robustness.conditions.shifts.ShiftSet`) is built the way the
 run's own test data is: the test dataloader's config with the set's dataset config in
 place of the test dataset (a dataset config without ``pipeline`` gets the test
 pipeline; a wrapper such as ``ClassMappedDataset`` gets it on the dataset it wraps), the
@@ -27,9 +27,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from reobench_corruptions.condition import CLEAN, Condition
 from ..errors import SweepError
 from ..transforms.placement import corruption_steps, place_condition
-from .conditions import CONDITION_KINDS, is_corruption, kind_of
+from .conditions.kinds import CONDITION_KINDS, is_corruption, kind_of
 from .fingerprint import FILE_SET_PART, SHIFT_SET_PART, canonical_json, dataset_fingerprint
-from .released_sets import files_dataset_cfg
+from .conditions.released import files_dataset_cfg
 from .switching import Feed
 
 __all__ = ['ConditionData', 'ConditionSources', 'shift_dataloader_cfg']

@@ -35,7 +35,7 @@ from ..evaluation.functional.condition_stats import (IMAGE_STATS_FORMAT, ImageSt
 from ..evaluation.keys import ECE, Task, metric_key
 from ..fileio import (atomic_write_bytes, dump_json_atomic, file_sha256, json_round_trip,
                       read_json)
-from .conditions import kind_of
+from .conditions.kinds import kind_of
 from .fingerprint import differing_parts
 
 __all__ = [

@@ -61,7 +61,7 @@ from ..utils.config import prepare_test_config
 from .evaluators import calibration_metric_cfgs
 from .held_out import check_held_out, seen_in_training
 from .options import SWEEP_OPTIONS, RobustnessOptions, with_config_options
-from .conditions import coerce_condition
+from .conditions.kinds import coerce_condition
 from .plan import default_sweep_work_dir
 from .store import CONDITIONS_DIR, condition_record_name
 from .test_loop import RobustnessTestLoop, SweepOutcome

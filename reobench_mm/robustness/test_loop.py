@@ -37,7 +37,7 @@ from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
 from .condition_evaluation import ConditionEvaluation
-from .conditions import check_task, coerce_condition
+from .conditions.kinds import check_task, coerce_condition
 from .device_corruption import DeviceCorruption
 from .evaluators import calibration_metrics, robustness_evaluator
 from .held_out import check_held_out, seen_in_training

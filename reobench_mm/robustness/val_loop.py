@@ -29,7 +29,7 @@ from ..evaluation.keys import get_task
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
 from .condition_evaluation import ConditionEvaluation, Evaluated
-from .conditions import CONDITION_KINDS, blocks_of, check_task, kind_of, records_by_block
+from .conditions.kinds import CONDITION_KINDS, blocks_of, check_task, kind_of, records_by_block
 from .evaluators import classwise_evaluator
 from .options import (VALIDATION_DEFAULTS, VALIDATION_OPTIONS, RobustnessOptions,
                       describe_options)

@@ -18,7 +18,7 @@ from reobench_corruptions.condition import Condition
 from reobench_mm.apis import (ConditionPredictions, init_model, parse_conditions,
                               predict_conditions, show_conditions)
 from reobench_mm.errors import SweepError
-from reobench_mm.robustness.conditions import BatchContext, kind_of
+from reobench_mm.robustness.conditions.kinds import BatchContext, kind_of
 
 from helpers import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, load_tool
 from reobench_cli import run_tool

@@ -43,8 +43,6 @@ COVERED_ELSEWHERE = {
                                              'the report lines of every interval'),
     'reobench_mm.analysis.mitigation_plots': ('analysis/test_mitigation.py',
                                               'signed_ece.png of the tool'),
-    'reobench_mm.analysis.paired_models': ('analysis/test_paired.py',
-                                           'the paired comparison of two sweeps'),
     'reobench_mm.analysis.rank_intervals': ('analysis/test_rank_statistics.py',
                                             'rank intervals of the comparison'),
     'reobench_mm.attacks.detection': ('robustness/test_attack_conditions.py',

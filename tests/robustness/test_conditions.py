@@ -1,4 +1,4 @@
-"""The table of condition kinds (``robustness/conditions.py``): one kind per condition
+"""The table of condition kinds (``robustness/conditions/kinds.py``): one kind per condition
 class, consistent with the table of result blocks, and the helpers the loops ask instead
 of testing a condition's class."""
 import os.path as osp
@@ -7,14 +7,14 @@ import pytest
 
 from reobench_corruptions.condition import Condition
 from reobench_mm.analysis.result_blocks import RESULT_BLOCKS
-from reobench_mm.robustness.attack_sets import parse_attacks
-from reobench_mm.robustness.conditions import (CONDITION_KINDS, coerce_condition,
+from reobench_mm.robustness.conditions.attacks import parse_attacks
+from reobench_mm.robustness.conditions.kinds import (CONDITION_KINDS, coerce_condition,
                                                is_corruption, kind_of, kinds_markdown,
                                                records_by_block)
 from helpers import PROJECT_ROOT
 from reobench_mm.robustness.options import RobustnessOptions
 from reobench_mm.robustness.plan import SweepPlan
-from reobench_mm.robustness.shift_sets import parse_shifts
+from reobench_mm.robustness.conditions.shifts import parse_shifts
 
 CLEAN = Condition()
 SHIFTS = parse_shifts(dict(other=dict(shift_type='sensor', dataset=dict(type='X'),

@@ -17,7 +17,7 @@ from reobench_corruptions import corrupt, corrupt_geometric
 from reobench_corruptions.condition import Condition
 from reobench_mm.errors import FingerprintMismatchError, SweepError
 from reobench_mm.robustness.options import RobustnessOptions
-from reobench_mm.robustness.released_sets import REOBENCH_FOLDERS, parse_corruption_files
+from reobench_mm.robustness.conditions.released import REOBENCH_FOLDERS, parse_corruption_files
 from sweep_helpers import condition_records, untrained_checkpoint
 
 IMAGES = '{root}/{{folder}}/severity_{{severity}}/val'

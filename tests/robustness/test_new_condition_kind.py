@@ -21,7 +21,7 @@ from reobench_corruptions.condition import Condition
 from reobench_mm.analysis.result_blocks import ResultBlock
 from reobench_mm.analysis.results_file import read_results
 from reobench_mm.errors import SweepError
-from reobench_mm.robustness.conditions import (ConditionKind, register_condition_kind,
+from reobench_mm.robustness.conditions.kinds import (ConditionKind, register_condition_kind,
                                                unregister_condition_kind)
 from reobench_mm.robustness.options import RobustnessOptions
 from reobench_mm.robustness.plan import ConditionOnBase

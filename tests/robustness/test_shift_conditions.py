@@ -25,7 +25,7 @@ from reobench_mm.evaluation.functional.bootstrap import resample_counts
 from reobench_mm.evaluation.functional.condition_stats import ImageStats
 from reobench_mm.evaluation.functional.image_stats import SegmentationImageStats
 from reobench_mm.robustness.options import RobustnessOptions
-from reobench_mm.robustness.shift_sets import ShiftCondition, parse_shifts
+from reobench_mm.robustness.conditions.shifts import ShiftCondition, parse_shifts
 from sweep_helpers import condition_records, untrained_checkpoint
 
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import Condition
-from ..attacks.spec import ATTACK_KINDS, AttackSpec, eps_label, parse_attack
-from ..errors import SweepError
-from ..evaluation.keys import ATTACK_PREFIX
-from .plan import ConditionOnBase, corruptions_on_top
+from ...attacks.spec import ATTACK_KINDS, AttackSpec, eps_label, parse_attack
+from ...errors import SweepError
+from ...evaluation.keys import ATTACK_PREFIX
+from ..plan import ConditionOnBase, corruptions_on_top
 
 __all__ = ['AttackCondition', 'AttackEntry', 'parse_attacks',
            'attacks_to_dict', 'attack_conditions', 'check_attack_task', 'attack_row']

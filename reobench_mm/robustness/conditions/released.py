@@ -42,8 +42,8 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from reobench_corruptions import get_corruption
 from reobench_corruptions.condition import Condition
-from ..errors import SweepError
-from .conditions import is_corruption
+from ...errors import SweepError
+from .kinds import is_corruption
 
 __all__ = ['CorruptionFiles', 'parse_corruption_files', 'REOBENCH_FOLDERS',
            'files_dataset_cfg', 'FILES_SOURCE']

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import Condition
-from ..datasets.shift_types import SHIFT_TYPES
-from ..errors import SweepError
-from ..evaluation.keys import SHIFT_PREFIX
-from .plan import ConditionOnBase, corruptions_on_top
+from ...datasets.shift_types import SHIFT_TYPES
+from ...errors import SweepError
+from ...evaluation.keys import SHIFT_PREFIX
+from ..plan import ConditionOnBase, corruptions_on_top
 
 __all__ = ['ShiftSet', 'ShiftCondition', 'parse_shifts', 'shifts_to_dict', 'shift_conditions',
            'shift_row']

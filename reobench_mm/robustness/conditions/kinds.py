@@ -5,10 +5,10 @@ Every condition of a run is one of the kinds of :data:`CONDITION_KINDS`:
 - ``corruption``: :class:`~reobench_corruptions.condition.Condition` (clean included),
   declared by ``corruptions`` and ``severities``, key ``cloud@3``, reported in the run's
   table;
-- ``shift``: :class:`~reobench_mm.robustness.shift_sets.ShiftCondition`, declared by
+- ``shift``: :class:`~reobench_mm.robustness.conditions.shifts.ShiftCondition`, declared by
   ``shifts``, key ``shift/<set>``, reported in the ``shifts`` block, evaluated on the
   set's own data;
-- ``attack``: :class:`~reobench_mm.robustness.attack_sets.AttackCondition`, declared by
+- ``attack``: :class:`~reobench_mm.robustness.conditions.attacks.AttackCondition`, declared by
   ``attacks``, key ``adv/<attack>_eps<ε>``, reported in the ``attacks`` block, its
   batches attacked.
 
@@ -30,15 +30,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from reobench_corruptions.condition import Condition
-from ..analysis.attack_table import attack_block
-from ..analysis.result_blocks import (ResultBlock, register_result_block,
+from ...analysis.attack_table import attack_block
+from ...analysis.result_blocks import (ResultBlock, register_result_block,
                                       unregister_result_block)
-from ..analysis.shift_table import shift_block
-from ..errors import SweepError
-from .attack_sets import (AttackCondition, attack_conditions, attack_row, attacks_to_dict,
+from ...analysis.shift_table import shift_block
+from ...errors import SweepError
+from .attacks import (AttackCondition, attack_conditions, attack_row, attacks_to_dict,
                           check_attack_task, parse_attacks)
-from .plan import SweepPlan
-from .shift_sets import (ShiftCondition, parse_shifts, shift_conditions, shift_row,
+from ..plan import SweepPlan
+from .shifts import (ShiftCondition, parse_shifts, shift_conditions, shift_row,
                          shifts_to_dict)
 
 __all__ = ['ConditionKind', 'CONDITION_KINDS', 'kind_of', 'is_corruption',
@@ -138,7 +138,7 @@ def _shift_data(entries: Tuple[Any, ...], condition: ShiftCondition) -> Tuple[st
 
 
 def _attack_run(condition: AttackCondition, context: BatchContext) -> Any:
-    from .attack_run import AttackRun  # torch autograd; loaded when an attack runs
+    from ..attack_run import AttackRun  # torch autograd; loaded when an attack runs
     return AttackRun(condition, context.model, context.task, context.ignore_index,
                      context.num_classes)
 
