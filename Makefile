@@ -21,10 +21,10 @@ demo: install
 	$(PYTHON) tools/demo.py $(DEMO_ARGS)
 
 test: install
-	$(PYTHON) -m pytest tests -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: install
-	$(PYTHON) -m pytest tests -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 clean-demo:
 	rm -rf data/demo work_dirs/demo

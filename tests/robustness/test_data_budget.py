@@ -36,6 +36,9 @@ from reobench_mm.robustness.data_budget import (check_seeds, fraction_dirname,
 
 from helpers import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
 
+# the module's tests share one module fixture: one worker runs them all (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group('data_budget_run')
+
 
 class NumberDataset(BaseDataset):
     """``num_items`` samples ``{'number': i}`` (a real MMEngine dataset, no files)."""

@@ -24,6 +24,9 @@ from reobench_mm.robustness.store import LEGACY_CONDITION_FORMAT, seal_record
 from reobench_mm.robustness.sweep import run_sweep
 from sweep_helpers import sweep_options, untrained_checkpoint
 
+# the module's tests share one module fixture: one worker runs them all (--dist loadgroup)
+pytestmark = pytest.mark.xdist_group('uncertainty_sweeps')
+
 CORRUPTIONS = ['gaussian_noise', 'cloud']
 SEVERITIES = [1, 3]
 
