@@ -199,7 +199,7 @@ def test_same_bits_with_0_and_2_dataloader_workers(demo_data):
     from mmseg.datasets import PotsdamDataset
     from torch.utils.data import DataLoader
     pipeline = Compose([
-        dict(type='mmseg.LoadImageFromFile'),
+        dict(type='LoadImageFromFile'),  # found whatever the current default scope
         ApplyCorruption('gaussian_noise', 3, seed=9),
     ])
     dataset = PotsdamDataset(data_root=osp.join(demo_data, 'potsdam'),
