@@ -90,11 +90,14 @@ OWN_DATA_PARTS = (SHIFT_SET_PART, FILE_SET_PART)
 
 #: Sources (folders or files, relative to the folder that holds the ``reobench_mm`` and
 #: ``reobench_corruptions`` packages) that compute a condition's numbers: the corruption
-#: engine and the plugin's transforms, models, datasets, metrics and test loops. Not
-#: included: the dataset converters and the synthetic-data generator (they write data,
-#: which the data part covers), the sweep, report and analysis modules.
+#: engine and the plugin's transforms, models, datasets, attacks, metrics and the
+#: evaluation path of the loops (switching, the device corruption, the attack run,
+#: fan-out, the condition kinds). Not included: the dataset converters and the
+#: synthetic-data generator (they write data, which the data part covers), the sweep,
+#: report and analysis modules.
 CODE_SOURCES = ('reobench_corruptions', 'reobench_mm/transforms', 'reobench_mm/models',
-                'reobench_mm/datasets', 'reobench_mm/engine/corruption_loop.py',
+                'reobench_mm/datasets', 'reobench_mm/attacks',
+                'reobench_mm/engine/corruption_loop.py', 'reobench_mm/engine/precision.py',
                 'reobench_mm/evaluation/evaluator_cfg.py',
                 'reobench_mm/evaluation/metrics/base.py',
                 'reobench_mm/evaluation/metrics/classwise_iou.py',
@@ -109,7 +112,10 @@ CODE_SOURCES = ('reobench_corruptions', 'reobench_mm/transforms', 'reobench_mm/m
                 'reobench_mm/robustness/decode_cache.py', 'reobench_mm/robustness/evaluators.py',
                 'reobench_mm/robustness/switching.py', 'reobench_mm/robustness/temperature.py',
                 'reobench_mm/robustness/test_loop.py', 'reobench_mm/robustness/shifted_data.py',
-                'reobench_mm/robustness/conditions/released.py')
+                'reobench_mm/robustness/condition_evaluation.py',
+                'reobench_mm/robustness/fan_out.py', 'reobench_mm/robustness/attack_run.py',
+                'reobench_mm/robustness/device_corruption.py',
+                'reobench_mm/robustness/conditions')
 _NOT_CODE = ('reobench_mm/datasets/converters', 'reobench_mm/datasets/synthetic.py',
              'reobench_mm/datasets/synthetic_shift.py')
 

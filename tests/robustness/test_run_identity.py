@@ -77,3 +77,34 @@ def test_a_shard_writes_its_manifest_with_the_runs_fingerprint(demo_data,
     assert manifest['num_conditions'] == 3 == len(loop.options.all_conditions)
     assert sorted(manifest['conditions']) == ['haze@1']  # every 2nd from the 2nd
     assert manifest['fingerprint'] == json.loads(json.dumps(loop.identity.fingerprint))
+
+
+@pytest.mark.parametrize('source', [
+    'reobench_mm/attacks/functional.py', 'reobench_mm/robustness/attack_run.py',
+    'reobench_mm/robustness/device_corruption.py', 'reobench_mm/robustness/fan_out.py',
+    'reobench_mm/robustness/condition_evaluation.py',
+    'reobench_mm/robustness/conditions/attacks.py', 'reobench_mm/engine/precision.py',
+    'reobench_corruptions/base.py', 'reobench_mm/transforms/corruption.py'])
+def test_a_one_character_change_in_code_that_computes_numbers_changes_the_fingerprint(
+        source, tmp_path, monkeypatch):
+    """The code part of a record's fingerprint covers every module on the evaluation path
+    (an edited attack once reused the records of the code before it): a copy of the
+    sources with one character changed in ``source`` gets another code digest."""
+    import shutil
+
+    from reobench_mm.robustness import fingerprint
+    root = tmp_path / 'src'
+    for package in ('reobench_mm', 'reobench_corruptions'):
+        shutil.copytree(osp.join(fingerprint.SOURCE_ROOT, package), root / package,
+                        ignore=shutil.ignore_patterns('__pycache__'))
+    monkeypatch.setattr(fingerprint, 'SOURCE_ROOT', str(root))
+    digest = fingerprint._code_fingerprint.__wrapped__
+    before = digest()['code_sha256']
+    edited = root / source
+    edited.write_text(edited.read_text(encoding='utf-8') + '#', encoding='utf-8')
+    assert digest()['code_sha256'] != before, f'{source} is not in the code fingerprint'
+    # and the report's modules are not: rewording a report keeps the records
+    report = root / 'reobench_mm/analysis/report.py'
+    changed = digest()['code_sha256']
+    report.write_text(report.read_text(encoding='utf-8') + '#', encoding='utf-8')
+    assert digest()['code_sha256'] == changed
