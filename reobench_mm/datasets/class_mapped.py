@@ -88,7 +88,8 @@ class ClassMappedDataset:
         if 'classes' not in inner:
             raise ValueError(f'{type(self.dataset).__name__} has no classes in its metainfo '
                              'to map from')
-        self.class_map = ClassMap.create(tuple(inner['classes']), tuple(classes), mapping)
+        # the model's classes as given: one string is refused, not read letter by letter
+        self.class_map = ClassMap.create(tuple(inner['classes']), classes, mapping)
         transforms = getattr(getattr(self.dataset, 'pipeline', None), 'transforms', None)
         if not isinstance(transforms, list):
             raise ValueError(f'{type(self.dataset).__name__} has no pipeline to map the '

@@ -429,7 +429,8 @@ def with_config_options(options: RobustnessOptions, test_cfg: Mapping[str, Any]
         value = test_cfg.get(name)
         if not value:
             continue
-        value = value.to_dict() if hasattr(value, 'to_dict') else dict(value)
+        # a mapping as a plain dict; anything else as given, for the option's own check
+        value = value.to_dict() if hasattr(value, 'to_dict') else value
         if name in _FIELDS:
             if not getattr(options, name):
                 changes[name] = value

@@ -168,6 +168,13 @@ class ClassMap:
                 (named, with ``where``).
         """
         values = np.asarray(seg_map)
+        if np.issubdtype(values.dtype, np.integer) and \
+                ignore_index > np.iinfo(values.dtype).max:
+            top = np.iinfo(values.dtype).max
+            raise ValueError(f'{where} is {values.dtype} (values 0..{top}): ignore_index '
+                             f'{ignore_index} does not fit in it and would wrap; give an '
+                             f'ignore_index of at most {top} (the evaluator\'s), or load the '
+                             'labels as a wider type')
         if values.size and (values.min() < 0 or values.max() >= max(
                 len(self.source_classes), ignore_index + 1)):
             bad = int(values.min() if values.min() < 0 else values.max())

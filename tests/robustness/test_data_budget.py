@@ -36,7 +36,7 @@ from reobench_mm.robustness.data_budget import (check_seeds, fraction_dirname,
 
 from helpers import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
 
-# the module's tests share one module fixture: one worker runs them all (--dist loadgroup)
+# the module's tests share one fixture: one worker runs them all (--dist loadgroup)
 pytestmark = pytest.mark.xdist_group('data_budget_run')
 
 
@@ -483,7 +483,7 @@ def _run_dir(work_dir, fraction, seed):
     return osp.join(work_dir, MODEL, f'fraction_{fraction:g}', f'seed_{seed}')
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with the xdist group: built once per run
 def budget_run(demo_data, tmp_path_factory):
     """The frozen-encoder demo probe (encoder: a demo UperNet's backbone, random weights)
     over 2 fractions × 2 seeds."""

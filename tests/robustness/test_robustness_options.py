@@ -186,3 +186,14 @@ def test_the_loops_docstrings_list_every_option_they_take():
     for name in VALIDATION_OPTIONS:
         assert f'``{name}``' in RobustnessValLoop.__doc__, name
     assert '``out_dir``' not in RobustnessValLoop.__doc__
+
+
+@pytest.mark.parametrize('name, message', [
+    ('shifts', 'shifts must be a dict'), ('attacks', 'attacks must be a dict'),
+    ('corruption_files', 'corruption_files must be a dict')])
+def test_a_config_option_of_the_wrong_form_is_named(name, message):
+    """Options a config gives (shifts, attacks, corruption_files) as a list: the option's
+    own message with its expected form, not Python's 'dictionary update sequence'."""
+    from reobench_mm.robustness.options import with_config_options
+    with pytest.raises(SweepError, match=message):
+        with_config_options(RobustnessOptions.create(), {name: ['a', 'b']})

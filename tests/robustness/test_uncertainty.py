@@ -24,7 +24,7 @@ from reobench_mm.robustness.store import LEGACY_CONDITION_FORMAT, seal_record
 from reobench_mm.robustness.sweep import run_sweep
 from sweep_helpers import sweep_options, untrained_checkpoint
 
-# the module's tests share one module fixture: one worker runs them all (--dist loadgroup)
+# the module's tests share one fixture: one worker runs them all (--dist loadgroup)
 pytestmark = pytest.mark.xdist_group('uncertainty_sweeps')
 
 CORRUPTIONS = ['gaussian_noise', 'cloud']
@@ -37,7 +37,7 @@ def _sweep(checkpoint, data_root, work_dir, **options):
                      cfg_options=sweep_options(data_root)[0], calibration=True, **options)
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with the xdist group: built once per run
 def sweeps(demo_data, tmp_path_factory, seg_model):
     """Sweeps of two models (trained briefly, untrained) on the same 3 test images."""
     root = str(tmp_path_factory.mktemp('uncertainty'))

@@ -88,6 +88,27 @@ def test_a_label_value_without_a_class_is_named():
         class_map.map_labels(np.array([0, 9]))
 
 
+def test_an_ignore_index_that_does_not_fit_the_label_type_is_refused(demo_data):
+    """ignore_index 300 on a uint8 label map wrapped to 44 (a silent wrong label); it is
+    refused, and a uint16 map takes it."""
+    class_map = ClassMap.create(SOURCE, TARGET, MAPPING)
+    seg = np.zeros((4, 4), np.uint8)
+    with pytest.raises(ValueError, match=r'the label map is uint8 \(values 0\.\.255\): '
+                                         r'ignore_index 300 does not fit in it'):
+        class_map.map_seg(seg, 300)
+    wide = class_map.map_seg(seg.astype(np.uint16), 300)
+    assert wide.dtype == np.uint16
+    # the model's classes as one string are refused, not read letter by letter
+    from reobench_mm.datasets.class_mapped import ClassMappedDataset
+    from mmseg.datasets import PotsdamDataset
+    inner = PotsdamDataset(data_root=osp.join(demo_data, 'potsdam'), pipeline=[],
+                           data_prefix=dict(img_path='img_dir/val',
+                                            seg_map_path='ann_dir/val'), lazy_init=True)
+    with pytest.raises(ValueError, match="the target classes must be a non-empty list of "
+                                         "class names, got 'car'"):
+        ClassMappedDataset(inner, classes='car', mapping={})
+
+
 def test_rotated_boxes_are_relabelled_and_ignored_ones_dropped():
     from mmrotate.structures.bbox import RotatedBoxes
     step = MapClasses(SOURCE, TARGET, MAPPING)
