@@ -63,8 +63,6 @@ COVERED_ELSEWHERE = {
                                           "the loops' evaluators"),
     'reobench_mm.analysis.worst_cases': ('robustness/test_robustness_sweep.py',
                                          "a sweep's worst images"),
-    'reobench_mm.datasets.class_mapped': ('transforms/test_class_map.py',
-                                          'ClassMappedDataset through the datasets package'),
     'reobench_mm.models.backbones.imagenet_vit': ('robustness/test_finetuning.py',
                                                   'ImageNetViT through the backbones package'),
     'reobench_mm.models.backbones.rvsa_attention': ('models/test_backbone_vitae_rvsa.py',
