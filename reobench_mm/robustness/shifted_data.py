@@ -171,11 +171,13 @@ class ConditionSources:
     Args:
         test: the test set's feed.
         options: the run's options (its ``shifts`` and ``corruption_files``).
-        given: the dataloader config the loop was given (before placement), or the
-            runner config's one for a built dataloader: the shift sets are built from it.
+        given: the dataloader the loop was given (its config, before placement; for a
+            built one the runner config's ``cfg_key``): the shift sets are built from it.
         placed: the placed dataloader config (the files' sets are built from it), or None.
         runner: the runner (builds the dataloaders, seeded as ``TestLoop`` seeds its own).
         ignore_index: the label the evaluator ignores.
+        cfg_key: the runner config's dataloader key (``'test_dataloader'``,
+            ``'val_dataloader'``).
 
     Raises:
         SweepError: shift sets without a dataloader config to build them from, or
@@ -183,15 +185,17 @@ class ConditionSources:
     """
 
     def __init__(self, test: Feed, options: Any, given: Any, placed: Any, runner: Any,
-                 ignore_index: Optional[int]) -> None:
+                 ignore_index: Optional[int], cfg_key: str = 'test_dataloader') -> None:
         self.test, self.options = test, options
+        if not isinstance(given, dict):  # a built dataloader: the runner config's
+            given = runner.cfg.get(cfg_key)
         own = any(k.own_data is not None and options.entries(k) for k in CONDITION_KINDS)
         self.files = getattr(options, 'corruption_files', None)
         self.data: Optional[ConditionData] = None
         if not own and self.files is None:
             return
         if own and not isinstance(given, dict):
-            raise SweepError('shift sets need the dataloader config to build their '
+            raise SweepError(f'shift sets need the {cfg_key} config to build their '
                              'dataloaders from')
         if self.files is not None and not isinstance(placed, dict):
             raise SweepError('corruption_files needs the test dataloader as a config')

@@ -196,8 +196,7 @@ class ConditionSwitch:
 
     def reset(self, feed: Optional[Feed] = None) -> None:
         """Switch ``feed`` (default: the test set) back to clean; clean is active."""
-        self.activate(self.clean, feed)
-        self.active = self.active_for(self.clean)
+        self.activate(self.clean, feed)  # the active condition: clean, whatever the feed
 
     def prepare(self, idx: int, data_batch: Any, active: ActiveCondition) -> Any:
         """The batch as the model gets it under ``active``: checked (every sample's

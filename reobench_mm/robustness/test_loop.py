@@ -187,9 +187,8 @@ class RobustnessTestLoop(TestLoop):
             lambda: self.identity.checkpoint))
         if self.temperature is not None:
             self.temperature.check_images(self.dataloader.dataset)
-        sources = ConditionSources(test, options, given if isinstance(given, dict)
-                                   else cfg.get('test_dataloader'), placed, runner,
-                                   ignore_index)
+        sources = ConditionSources(test, options, given, placed, runner, ignore_index,
+                                   'test_dataloader')
         #: runs a condition's iterations and evaluates it
         self.evaluation = ConditionEvaluation(
             runner, self.evaluator, self.switch, sources, self.task, ignore_index,

@@ -91,9 +91,8 @@ class RobustnessValLoop(ValLoop):
         test = find_steps(self.dataloader, type(self).__name__)
         #: switches the placed steps to each condition and prepares its batches
         self.switch = ConditionSwitch(test, self.plan.clean)
-        sources = ConditionSources(test, self.options, given if isinstance(given, dict)
-                                   else cfg.get('val_dataloader'), None, runner,
-                                   self.ignore_index)
+        sources = ConditionSources(test, self.options, given, None, runner,
+                                   self.ignore_index, 'val_dataloader')
         #: runs a condition's iterations and evaluates it
         self.evaluation = ConditionEvaluation(runner, self.evaluator, self.switch, sources,
                                               self.task, self.ignore_index, self._forward,
