@@ -29,7 +29,11 @@ from ..transforms.class_map import MapClasses
 from ..structures.class_map import ClassMap, MappingLike
 from .wrapping import build_inner_dataset
 
-__all__ = ['ClassMappedDataset']
+__all__ = ['ClassMappedDataset', 'class_map_ignore_indices', 'check_class_map_ignore',
+           'CLASS_MAPPED_TYPE']
+
+#: The registered name of the wrapper (a config's ``type``, with or without a scope).
+CLASS_MAPPED_TYPE = 'ClassMappedDataset'
 
 
 def _annotation_step(transforms: List[Any]) -> int:
@@ -123,3 +127,41 @@ class ClassMappedDataset:
     def __repr__(self) -> str:
         return (f'{type(self).__name__}({"; ".join(self.class_map.describe())}, '
                 f'dataset={type(self.dataset).__name__})')
+
+
+def class_map_ignore_indices(dataset: Any) -> Dict[int, str]:
+    """``{ignore_index: wrapper}`` of every ``ClassMappedDataset`` in ``dataset`` (itself,
+    or one it wraps through ``dataset``/``datasets``, as MMEngine's wrappers do): the
+    labels its ignored classes are written as."""
+    found: Dict[int, str] = {}
+    stack, seen = [dataset], set()
+    while stack:
+        item = stack.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, ClassMappedDataset):
+            found.setdefault(int(item.step.ignore_index), repr(item))
+        stack.append(getattr(item, 'dataset', None))
+        stack.extend(getattr(item, 'datasets', None) or [])
+    return found
+
+
+def check_class_map_ignore(dataset: Any, ignore_index: Optional[int], what: str) -> None:
+    """Refuse a built ``dataset`` (``what`` names it) whose class map writes its ignored
+    classes as another label than the evaluator ignores (``ignore_index``; None: the
+    evaluator reads no label maps): those pixels would be scored as a class.
+
+    Raises:
+        ValueError: the two labels named, and the option to set.
+    """
+    if ignore_index is None:
+        return
+    for value, wrapper in class_map_ignore_indices(dataset).items():
+        if value != ignore_index:
+            raise ValueError(
+                f'{what}: its class map writes ignored classes as label {value} '
+                f'({wrapper}), but the test evaluator ignores label {ignore_index}: those '
+                f'pixels would be scored as a class. Give the ClassMappedDataset '
+                f'ignore_index={ignore_index} (a shift set\'s map that names none takes '
+                "the evaluator's)")

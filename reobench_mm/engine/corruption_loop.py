@@ -24,6 +24,7 @@ from mmengine.runner import TestLoop
 from torch.utils.data import DataLoader
 
 from reobench_corruptions.condition import CLEAN, Condition
+from ..datasets.class_mapped import check_class_map_ignore
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..fileio import plain_float
 from ..registry import LOOPS
@@ -108,6 +109,7 @@ class CorruptionTestLoop(TestLoop):
             if clear is None:
                 raise
             raise clear from None
+        check_class_map_ignore(self.dataloader.dataset, self.ignore_index, 'the test set')
         if placements is None:  # built by the caller
             placements = self._place(self.dataloader, scope)
         self.placements: List[Placement] = placements

@@ -25,6 +25,8 @@ import hashlib
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from reobench_corruptions.condition import CLEAN, Condition
+from ..datasets.class_mapped import CLASS_MAPPED_TYPE
+from ..datasets.class_mapped import check_class_map_ignore as check_ignore
 from ..errors import SweepError
 from ..transforms.placement import corruption_steps, place_condition
 from .conditions.kinds import CONDITION_KINDS, is_corruption, kind_of
@@ -32,7 +34,8 @@ from .fingerprint import FILE_SET_PART, SHIFT_SET_PART, canonical_json, dataset_
 from .conditions.released import files_dataset_cfg
 from .switching import Feed
 
-__all__ = ['ConditionData', 'ConditionSources', 'shift_dataloader_cfg']
+__all__ = ['ConditionData', 'ConditionSources', 'shift_dataloader_cfg',
+           'check_class_map_ignore']
 
 
 def _innermost(dataset: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -78,6 +81,32 @@ def shift_dataloader_cfg(dataloader_cfg: Mapping[str, Any], dataset: Mapping[str
     return cfg
 
 
+def _class_map_cfgs(cfg: Any) -> List[Dict[str, Any]]:
+    """The ``ClassMappedDataset`` configs in a dataset config (itself or wrapped)."""
+    if not isinstance(cfg, dict):
+        return []
+    kind = cfg.get('type')
+    name = kind if isinstance(kind, str) else getattr(kind, '__name__', '')
+    found = [cfg] if name.rsplit('.', 1)[-1] == CLASS_MAPPED_TYPE else []
+    found += _class_map_cfgs(cfg.get('dataset'))
+    for item in cfg.get('datasets') or []:
+        found += _class_map_cfgs(item)
+    return found
+
+
+def check_class_map_ignore(dataset: Any, ignore_index: Optional[int], what: str) -> None:
+    """:func:`~reobench_mm.datasets.class_mapped.check_class_map_ignore` as a refused run.
+
+    Raises:
+        SweepError: the class map writes ignored classes as another label than the
+            evaluator ignores.
+    """
+    try:
+        check_ignore(dataset, ignore_index, what)
+    except ValueError as error:
+        raise SweepError(str(error)) from None
+
+
 def _classes(dataset: Any) -> Optional[Tuple[str, ...]]:
     classes = (getattr(dataset, 'metainfo', None) or {}).get('classes')
     return None if classes is None else tuple(classes)
@@ -103,7 +132,11 @@ class ConditionData:
         self._fingerprints: Dict[str, Dict[str, Any]] = {}
 
     def place(self, cfg: dict, what: str) -> dict:
-        """``cfg`` with the switchable corruption step placed (clean)."""
+        """``cfg`` with the switchable corruption step placed (clean), and the
+        evaluator's ignored label given to a class map that names none."""
+        if self.ignore_index is not None:
+            for mapped in _class_map_cfgs(cfg.get('dataset')):
+                mapped.setdefault('ignore_index', self.ignore_index)
         try:
             place_condition(cfg, CLEAN, self.scope, geometric=True, override=True,
                             ignore_index=self.ignore_index)
@@ -134,6 +167,7 @@ class ConditionData:
         if len(dataset) == 0:
             raise SweepError(f'{what} has no samples (check its data_root, ann_file and '
                              'data_prefix)')
+        check_class_map_ignore(dataset, self.ignore_index, what)
         ours, theirs = _classes(self.reference), _classes(dataset)
         if ours != theirs:
             raise SweepError(
@@ -189,6 +223,7 @@ class ConditionSources:
         self.test, self.options = test, options
         if not isinstance(given, dict):  # a built dataloader: the runner config's
             given = runner.cfg.get(cfg_key)
+        check_class_map_ignore(test.dataloader.dataset, ignore_index, 'the test set')
         own = any(k.own_data is not None and options.entries(k) for k in CONDITION_KINDS)
         self.files = getattr(options, 'corruption_files', None)
         self.data: Optional[ConditionData] = None

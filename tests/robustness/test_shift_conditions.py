@@ -392,6 +392,51 @@ def test_a_shift_set_of_other_classes_is_refused_naming_both(demo_data, tmp_path
         _runner(tmp_path, data_root, shifts).test()
 
 
+POTSDAM_CLASSES = ('impervious_surface', 'building', 'low_vegetation', 'tree', 'car',
+                   'clutter')
+
+
+def test_a_class_maps_ignored_pixels_take_the_evaluators_ignored_label(demo_data, tmp_path):
+    """The evaluator ignores label 5 (clutter, REOBench's Potsdam setting); a shift set
+    mapping car to None must write car as 5, so its number equals that of the same set
+    with car relabelled clutter on disk (not scoring the pixels as label 255)."""
+    import cv2
+    data_root = osp.join(demo_data, 'potsdam')
+    relabelled = str(tmp_path / 'relabelled')
+    import shutil
+    shutil.copytree(osp.join(demo_data, 'potsdam_shifted'), relabelled)
+    changed = 0
+    for path in glob.glob(osp.join(relabelled, 'ann_dir', 'val', '*.png')):
+        labels = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+        changed += int((labels == 5).sum())   # car on disk (reduce_zero_label: 4)
+        labels[labels == 5] = 6               # clutter on disk: 5, ignored
+        cv2.imwrite(path, labels)
+    assert changed > 0
+    mapping = {c: (None if c == 'car' else c) for c in POTSDAM_CLASSES}
+
+    def mapped(**extra):
+        return dict(type='reobench_mm.ClassMappedDataset', classes=POTSDAM_CLASSES,
+                    mapping=mapping, dataset=_potsdam_set(
+                        osp.join(demo_data, 'potsdam_shifted')), **extra)
+
+    shifts = dict(mapped=dict(shift_type='sensor', dataset=mapped()),
+                  on_disk=dict(shift_type='sensor', dataset=_potsdam_set(relabelled)))
+    runner = _runner(tmp_path, data_root, shifts)
+    runner.cfg.test_evaluator['ignore_index'] = 5
+    runner = Runner.from_cfg(runner.cfg)
+    metrics = runner.test()
+    assert metrics['shift/mapped/mIoU'] == metrics['shift/on_disk/mIoU']
+    # a map that names another label is refused before anything is scored
+    shifts = dict(mapped=dict(shift_type='sensor', dataset=mapped(ignore_index=255)))
+    cfg = _runner(tmp_path, data_root, shifts, work='refused').cfg
+    cfg.test_evaluator['ignore_index'] = 5
+    with pytest.raises(SweepError, match=r"shift set 'mapped': its class map writes ignored "
+                       r"classes as label 255 .*the test evaluator ignores label 5: .*"
+                       r"ignore_index=5"):
+        Runner.from_cfg(cfg).test()
+    assert not osp.exists(osp.join(tmp_path, 'refused', 'results.json'))
+
+
 def test_the_validation_loop_reports_the_shift_keys(demo_data, tmp_path):
     data_root = osp.join(demo_data, 'potsdam')
     cfg = Config.fromfile(SEG_DEMO_CONFIG)
