@@ -42,7 +42,7 @@ from .corruption_seeds import fold_seeds, seed_lines
 from .interval_report import interval_lines
 from .intervals import available_intervals, summary_intervals
 from .results import RobustnessSummary, aggregate, check_condition, corruption_order
-from .results_file import RESULTS_FORMAT
+from .results_file import RESULTS_FORMAT, numbers_digests
 from .result_blocks import RESULT_BLOCKS, check_blocks
 from .tables import MISSING, PaperRow, fmt_number, markdown_table, paper_header
 from .worst_cases import (WORST_CASES_CSV, WORST_CASES_FILE, WORST_CASES_PLOT,
@@ -127,12 +127,17 @@ def results_document(summary: RobustnessSummary,
                      image_files: Optional[Mapping[str, Mapping[str, Any]]] = None,
                      seed_image_files: Optional[Mapping[str, Mapping[str, Any]]] = None
                      ) -> Dict[str, Any]:
-    """``{'format', 'numbers', 'provenance'}`` as written to ``results.json``, and
-    ``image_stats`` (condition key -> ``{'file', 'sha256'}``) and ``seed_image_stats``
+    """``{'format', 'numbers', 'provenance'}`` as written to ``results.json``, the
+    ``digests`` of the numbers kept as written
+    (:func:`~reobench_mm.analysis.results_file.numbers_digests`), and ``image_stats`` (condition key -> ``{'file', 'sha256'}``) and ``seed_image_stats``
     (the further corruption seeds': condition tag -> ``{'condition', 'seed', 'file',
     'sha256'}``) when given."""
-    doc = {'format': RESULTS_FORMAT, 'numbers': summary.to_dict(),
+    numbers = summary.to_dict()
+    doc = {'format': RESULTS_FORMAT, 'numbers': numbers,
            'provenance': nan_to_null(dict(provenance or {}))}
+    digests = numbers_digests(numbers)
+    if digests:
+        doc['digests'] = digests
     if image_files:
         doc['image_stats'] = {k: dict(image_files[k]) for k in sorted(image_files)}
     if seed_image_files:

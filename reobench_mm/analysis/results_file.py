@@ -2,19 +2,25 @@
 
 A ``results.json`` (written by :func:`~reobench_mm.analysis.report.write_report`) holds
 ``{"format", "numbers", "provenance"}`` and, where the conditions kept per-image
-statistics, ``"image_stats"``: condition key -> the statistics file (relative to the
+statistics, ``"digests"`` (below) and ``"image_stats"``: condition key -> the statistics file (relative to the
 results file) and its SHA-256, read by :meth:`ResultsFile.image_stats` (with the random
 corruptions evaluated with several corruption seeds, also ``"seed_image_stats"``: those of
 the further seeds, by condition tag, with their condition key and seed).
 :func:`read_results` checks it and returns a
 :class:`ResultsFile`: the :class:`~reobench_mm.analysis.results.RobustnessSummary`
 re-aggregated from the stored conditions (with the severities and training pool the file
-states), checked against the summary numbers the file holds, and the provenance. Tables,
+states), checked against the summary numbers the file holds, and the provenance. The numbers that cannot be recomputed from
+the stored conditions alone — the bootstrap intervals, the corruption seeds' spread and
+the blocks of the other kinds of condition (the shift sets', the attacks') — are checked
+against the SHA-256 digests the writer stores beside them (:func:`numbers_digests`): a
+block edited by hand is refused, naming it. Tables,
 comparisons, the data-budget and recipe drivers and the tools read results through it,
 never as raw nested dicts.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import os.path as osp
@@ -24,11 +30,11 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from reobench_corruptions.condition import Condition
 from ..evaluation.functional.condition_stats import ImageStats, read_stats_file
 from ..evaluation.functional.seed_average import average_over_seeds
-from ..fileio import read_json
-from .result_blocks import RESULT_BLOCKS
+from ..fileio import nan_to_null, read_json
+from .result_blocks import RESULT_BLOCKS, result_block_names
 from .results import ConditionResult, RobustnessSummary, aggregate, normalize_results
 
-__all__ = ['RESULTS_FORMAT', 'ResultsFile', 'read_results']
+__all__ = ['RESULTS_FORMAT', 'ResultsFile', 'read_results', 'numbers_digests', 'digested_fields']
 
 RESULTS_FORMAT = 'reobench_mm.robustness_results/1'
 #: The ``numbers`` fields a results file must hold.
@@ -36,6 +42,33 @@ _REQUIRED = ('protocol', 'clean', 'avg', 'delta_tp', 'per_corruption', 'included
              'conditions')
 #: Summary numbers checked against the re-aggregation (a file edited by hand is refused).
 _CHECKED = ('clean', 'avg', 'delta_tp', 'mpc', 'rpc')
+
+
+def digested_fields() -> Tuple[str, ...]:
+    """The fields of ``numbers`` kept as written (not recomputed on reading), each
+    checked against its digest: the intervals, the corruption seeds, every result
+    block."""
+    return ('intervals', 'corruption_seeds') + result_block_names()
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(nan_to_null(value), sort_keys=True, separators=(',', ':'),
+                      ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def numbers_digests(numbers: Mapping[str, Any]) -> Dict[str, str]:
+    """``{field: SHA-256}`` of the :func:`digested_fields` ``numbers`` holds (of their
+    compact JSON with sorted keys): written as ``results.json``'s ``digests``."""
+    return {name: _digest(numbers[name]) for name in digested_fields()
+            if numbers.get(name) is not None}
+
+
+def _edited_fields(numbers: Mapping[str, Any], stored: Any) -> list:
+    """The digested fields of ``numbers`` whose digest is missing or differs."""
+    stored = stored if isinstance(stored, Mapping) else {}
+    return [name for name, digest in numbers_digests(numbers).items()
+            if stored.get(name) != digest]
 
 
 @dataclass(frozen=True)
@@ -172,6 +205,12 @@ def read_results(path: str) -> ResultsFile:
         raise ValueError(f'{path}: its {", ".join(differing)} do not match its conditions '
                          '(edited by hand?); write the report again from the condition '
                          'records')
+    edited = _edited_fields(numbers, doc.get('digests'))
+    if edited:
+        raise ValueError(f'{path}: its {", ".join(edited)} do not match the digests written '
+                         'with them (edited by hand?); write the report again from the '
+                         'condition records (run the same test again: every record is '
+                         'reused)')
     if isinstance(numbers.get('intervals'), dict):
         summary.intervals = numbers['intervals']
     if isinstance(numbers.get('corruption_seeds'), dict):

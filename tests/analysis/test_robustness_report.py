@@ -291,6 +291,47 @@ def test_results_json_is_deterministic(tmp_path):
         read_results(str(tmp_path / 'empty.json'))
 
 
+def test_blocks_kept_as_written_are_checked_against_their_digests(tmp_path):
+    """The shift and attack blocks, the intervals and the seeds' spread are not recomputed
+    on reading: an edit of any of them is refused naming it (an OOD of 99 written over
+    the record's 12.4 was used)."""
+    from reobench_mm.analysis.shift_table import shift_block
+    blocks = dict(shifts=shift_block(
+        [dict(name='far', shift_type='sensor', condition='clean', key='shift/far',
+              value=12.4, images=5, stats=None)], id_value=80.0, metric='mIoU'))
+    prov = make_provenance(model='TinyViT', backbone='ViT-T', task='segmentation',
+                           versions=VERSIONS)
+    write_report(str(tmp_path / 'run'), _subset(), task='segmentation', provenance=prov,
+                 blocks=blocks)
+    path = tmp_path / 'run' / 'results.json'
+    doc = json.loads(path.read_text())
+    assert set(doc['digests']) == {'shifts'}
+    assert read_results(str(path)).summary.blocks['shifts']['sets'][0]['ood'] == 12.4
+    for edit, field in ((lambda d: d['numbers']['shifts']['sets'][0].update(ood=99.0),
+                         'shifts'),
+                        (lambda d: d['numbers'].update(intervals={'level': 0.95}),
+                         'intervals'),
+                        (lambda d: d['numbers'].update(corruption_seeds={'seeds': [0]}),
+                         'corruption_seeds'),
+                        (lambda d: d.pop('digests'), 'shifts')):
+        edited = json.loads(path.read_text())
+        edit(edited)
+        (tmp_path / 'edited.json').write_text(json.dumps(edited))
+        with pytest.raises(ValueError, match=rf'edited\.json: its {field} do not match the '
+                           r'digests written with them \(edited by hand\?\)'):
+            read_results(str(tmp_path / 'edited.json'))
+    # the shift analysis reads the block through the same reader
+    from reobench_mm.analysis.shifts import load_shift_points
+    (tmp_path / 'points.csv').write_text(
+        'model,dataset,shift_type,id_results,ood_results,group,shift\n'
+        'TinyViT,far,sensor,edited.json,,,far\n')
+    with pytest.raises(ValueError, match=r'edited\.json: its shifts do not match'):
+        load_shift_points(str(tmp_path / 'points.csv'))
+    (tmp_path / 'edited.json').write_text(path.read_text())
+    points, _ = load_shift_points(str(tmp_path / 'points.csv'))
+    assert points[0].ood_value == 12.4
+
+
 def test_results_csv_rows(tmp_path):
     _report(tmp_path, _with_classes(_subset()))
     with open(tmp_path / 'results.csv', newline='') as handle:
