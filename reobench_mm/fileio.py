@@ -156,13 +156,16 @@ def atomic_write_bytes(path: str, data: bytes) -> str:
 
 
 def remove_stale_temporaries(folder: str) -> int:
-    """Delete the ``*.tmp`` files an interrupted atomic write (:func:`atomic_open`) left
-    in ``folder``; returns how many."""
+    """Delete the temporary files an interrupted atomic write (:func:`atomic_open`: a
+    killed process) left in ``folder`` — hidden files ``.<name>.<random>.tmp``, nothing
+    else — and return how many. Call it only while no other process writes there (a
+    run that holds the folder's lock)."""
     if not osp.isdir(folder):
         return 0
     removed = 0
     for name in os.listdir(folder):
-        if name.endswith('.tmp'):
+        if name.startswith('.') and name.endswith('.tmp') and \
+                osp.isfile(osp.join(folder, name)):
             os.remove(osp.join(folder, name))
             removed += 1
     return removed

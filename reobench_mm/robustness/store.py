@@ -34,7 +34,7 @@ from ..evaluation.functional.condition_stats import (IMAGE_STATS_FORMAT, ImageSt
                                                     read_stats_file)
 from ..evaluation.keys import ECE, Task, metric_key
 from ..fileio import (atomic_write_bytes, dump_json_atomic, file_sha256, json_round_trip,
-                      read_json)
+                      read_json, remove_stale_temporaries)
 from .conditions.kinds import kind_of
 from .fingerprint import differing_parts
 
@@ -440,6 +440,9 @@ class ConditionStore:
             try:
                 check_writable(self.conditions_dir)
                 lock.acquire()
+                # what a killed run was writing (never a record: records are found by name)
+                for folder in (self.work_dir, self.conditions_dir):
+                    remove_stale_temporaries(folder)
                 todo = []
                 for condition in conditions:
                     problem = None if force else self.reuse_problem(condition)

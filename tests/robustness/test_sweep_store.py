@@ -256,9 +256,20 @@ time.sleep(300)
         holder.wait()
         holder.stdout.close()
     assert osp.exists(lock_file)  # left behind by the killed sweep
+    # and the temporary files of its atomic writes (a complete one among them), beside a
+    # file of the user's that only ends in .tmp
+    left = [osp.join(work_dir, 'conditions', '.haze_s3.images.npz.k2j9x_1.tmp'),
+            osp.join(work_dir, 'conditions', '.haze_s3.json.a8w1q.tmp'),
+            osp.join(work_dir, '.results.json.zz81.tmp')]
+    shutil.copy(osp.join(work_dir, 'conditions', 'haze_s3.images.npz'), left[0])
+    for path in left[1:]:
+        _write(path, '{"format"')
+    _write(osp.join(work_dir, 'conditions', 'notes.tmp'), 'mine')
     outcome = _sweep(untrained_seg_checkpoint, small_data, work_dir).run()
     assert outcome.skipped == CONDITIONS and osp.isfile(osp.join(work_dir, 'results.json'))
     assert not osp.exists(lock_file)
+    assert not any(osp.exists(path) for path in left)
+    assert osp.isfile(osp.join(work_dir, 'conditions', 'notes.tmp'))
 
     lock = WorkDirLock(work_dir)  # and the lock itself: taken, refused, released
     with lock:
