@@ -37,6 +37,7 @@ from mmengine.registry import DefaultScope
 
 from reobench_corruptions import PROTOCOLS, list_corruptions
 from reobench_corruptions.condition import Condition
+from ..datasets.image_files import image_file_problem
 from ..engine.checkpoint import check_checkpoint_classes, load_checkpoint_strict
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..errors import SweepError
@@ -299,6 +300,32 @@ def _check_array(image: np.ndarray, what: str) -> None:
                          f'{", ".join(np.dtype(t).name for t in IMAGE_DTYPES)}')
 
 
+def _model_channels(model: torch.nn.Module) -> Optional[Tuple[int, str]]:
+    """``(channels, where it is said)`` the model takes: its data preprocessor's mean
+    (one value per channel), else its backbone's ``in_channels``; None when neither
+    says."""
+    mean = getattr(getattr(model, 'data_preprocessor', None), 'mean', None)
+    if isinstance(mean, torch.Tensor) and mean.numel() > 1:
+        return int(mean.numel()), "its data preprocessor's mean has one value per channel"
+    channels = getattr(getattr(model, 'backbone', None), 'in_channels', None)
+    if isinstance(channels, int) and not isinstance(channels, bool):
+        return channels, "its backbone's in_channels"
+    return None
+
+
+def _check_bands(image: np.ndarray, model: torch.nn.Module) -> None:
+    """Refuse an array whose band count is not the model's channel count (the model
+    would fail deep inside with a tensor-size message)."""
+    takes = _model_channels(model)
+    bands = 1 if image.ndim == 2 else int(image.shape[2])
+    if takes is not None and bands != takes[0]:
+        raise ValueError(
+            f'the image has {bands} band(s) but the model takes {takes[0]} channel(s) '
+            f'({takes[1]}): select {takes[0]} of its bands in the order the model was '
+            f'trained on (e.g. image[..., :{takes[0]}]), or use a model built for '
+            f'{bands} bands')
+
+
 def _image_input(image: Union[str, os.PathLike, np.ndarray],
                  key: Union[str, int, None]) -> Tuple[dict, str, Union[str, int]]:
     """``(results, source, sample key)`` of the image: a path or an array with its key."""
@@ -324,12 +351,16 @@ def _image_input(image: Union[str, os.PathLike, np.ndarray],
 
 def _existing_file(value: Any, what: str, valid: str) -> str:
     """``value`` as the path of an existing file; a TypeError naming what is ``valid``
-    for anything but a path, a FileNotFoundError for a missing file."""
+    for anything but a path, a FileNotFoundError for a missing file, a ValueError for
+    one that cannot be decoded (empty, text, cut short: named)."""
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f'{what} must be {valid}, got {type(value).__name__}')
     path = os.fspath(value)
     if not osp.isfile(path):
         raise FileNotFoundError(f'{what} {path!r} does not exist')
+    problem = image_file_problem(path)
+    if problem is not None:  # OpenCV would raise a traceback, or decode it cut short
+        raise ValueError(f'{what} {path!r} {problem}')
     return path
 
 
@@ -465,6 +496,8 @@ def predict_conditions(model: torch.nn.Module,
     attacked = _attack_conditions(attacks, task, label, Condition(
         seed=seed, protocol=protocol, border=border))
     results, source, sample_key = _image_input(image, key)
+    if isinstance(image, np.ndarray):
+        _check_bands(image, model)
     keep_annotations = label is not None and _label_input(label, task, cfg, results)
     pipeline = _adapt_pipeline(_test_pipeline(cfg), task, isinstance(image, np.ndarray),
                                keep_annotations, isinstance(label, np.ndarray))

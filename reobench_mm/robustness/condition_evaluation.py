@@ -15,13 +15,17 @@ evaluator. With ``fan_out`` the test set's corruption conditions are evaluated i
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import cv2
 
 import torch
 
 from reobench_corruptions.condition import Condition
 from ..analysis.results import condition_result_from_metrics
+from ..errors import SweepError
 from ..evaluation.keys import Task
 from ..fileio import plain_float
 from .conditions.kinds import BatchContext, kind_of
@@ -66,6 +70,27 @@ def _evaluated(metrics: Dict[str, float], seconds: float, evaluator: Any,
                    for prefix, metric in calibration_metrics(evaluator).items()}
     return Evaluated(metrics, seconds, calibration, condition_image_stats(evaluator),
                      transformed)
+
+
+#: What MMCV's image loading and OpenCV say of a file they cannot decode.
+_DECODE_FAILURES = ('failed to load image', '!buf.empty()', 'imdecode')
+
+
+@contextmanager
+def naming_decode_errors(what: str) -> Iterator[None]:
+    """A file the checks before the run passed but the loading step cannot decode (in a
+    dataloader worker or here) ends the run with one line naming ``what`` (the
+    conditions read) and the loader's message (MMCV names the file), not a traceback."""
+    try:
+        yield
+    except (AssertionError, cv2.error, ValueError, RuntimeError) as error:
+        text = str(error)
+        if isinstance(error, SweepError) or not any(m in text for m in _DECODE_FAILURES):
+            raise
+        line = ' '.join(text.split())[-300:]
+        raise SweepError(f'{what}: an image or label file cannot be decoded ({line}); '
+                         'replace or remove it and run again (finished conditions are '
+                         'kept)') from None
 
 
 class ConditionEvaluation:
@@ -132,7 +157,8 @@ class ConditionEvaluation:
         feed, applied = self.sources.feed(condition)
         if transform is not None or feed is not self.switch.test:
             quiet = True
-        metrics, seconds = self._run(applied, feed, quiet, transform)
+        with naming_decode_errors(f'condition {condition.key}'):
+            metrics, seconds = self._run(applied, feed, quiet, transform)
         recorded = None if transform is None else transform.record(
             condition_result_from_metrics(metrics, self.task.results_name).value)
         return _evaluated(metrics, seconds, self.evaluator, recorded)
@@ -168,10 +194,11 @@ class ConditionEvaluation:
             self.switch.reset()
             self.runner.model.eval()
             actives = {c: self.switch.active_for(c) for c in group}
-            done = run_pass(group, test.dataloader, test.steps, self.evaluator,
-                            lambda idx, items: self._pass_items(idx, items, actives),
-                            self._finish, [actives[c].pipeline for c in group],
-                            self.fan_out_batch)
+            with naming_decode_errors(f'conditions {", ".join(c.key for c in group)}'):
+                done = run_pass(group, test.dataloader, test.steps, self.evaluator,
+                                lambda idx, items: self._pass_items(idx, items, actives),
+                                self._finish, [actives[c].pipeline for c in group],
+                                self.fan_out_batch)
             for condition in group:
                 metrics, evaluator, seconds = done.pop(condition)
                 yield condition, _evaluated(metrics, seconds, evaluator)

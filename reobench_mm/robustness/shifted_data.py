@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from reobench_corruptions.condition import CLEAN, Condition
 from ..datasets.class_mapped import CLASS_MAPPED_TYPE
 from ..datasets.class_mapped import check_class_map_ignore as check_ignore
+from ..datasets.image_files import describe_file_problems
 from ..errors import SweepError
 from ..transforms.placement import corruption_steps, place_condition
 from .conditions.kinds import CONDITION_KINDS, is_corruption, kind_of
@@ -221,6 +222,7 @@ class ConditionSources:
     def __init__(self, test: Feed, options: Any, given: Any, placed: Any, runner: Any,
                  ignore_index: Optional[int], cfg_key: str = 'test_dataloader') -> None:
         self.test, self.options = test, options
+        self._checked: set = set()
         if not isinstance(given, dict):  # a built dataloader: the runner config's
             given = runner.cfg.get(cfg_key)
         check_class_map_ignore(test.dataloader.dataset, ignore_index, 'the test set')
@@ -262,6 +264,31 @@ class ConditionSources:
                 dataset=files_dataset_cfg(placed['dataset'], files, condition)),
                 f'the files of {condition.key}')
         return None
+
+    def check(self, conditions: Sequence[Condition]) -> None:
+        """Before the first of ``conditions`` is evaluated: build the data of each that has
+        data of its own (a shift set's wrong ``data_root`` or classes refused now, not
+        after the other conditions ran) and check that the image and label files they
+        and the test set list can be decoded (size, signature, end marker:
+        :func:`~reobench_mm.datasets.image_files.describe_file_problems`), each set once.
+
+        Raises:
+            SweepError: the set, the bad files and what is wrong with each.
+        """
+        sets: Dict[str, Tuple[Any, str]] = {}
+        for condition in conditions:
+            own = self.own_data(condition)
+            if own is None:
+                sets.setdefault('test', (self.test.dataloader.dataset, 'the test set'))
+                continue
+            loader, _ = self.data.dataloader(*own)
+            sets.setdefault(own[0], (loader.dataset, own[2]))
+        for key in sorted(sets):
+            if key not in self._checked:
+                problem = describe_file_problems(sets[key][1], sets[key][0])
+                if problem is not None:
+                    raise SweepError(problem)
+                self._checked.add(key)
 
     def feed(self, condition: Condition) -> Tuple[Feed, Condition]:
         """``(feed, applied)``: where ``condition``'s images come from and what the

@@ -251,8 +251,10 @@ class RobustnessTestLoop(TestLoop):
         outputs, self.test_loss = update_losses(outputs, self.test_loss)
         return outputs
 
-    def _prepare(self) -> None:
-        """Before the first condition: decode the samples once, fit the temperature."""
+    def _prepare(self, todo: Sequence[Condition]) -> None:
+        """Before the first condition of ``todo``: check its data (every set built, its
+        files decodable), decode the samples once, fit the temperature."""
+        self.evaluation.sources.check(todo)
         self.evaluating = True
         if not self.decode_caches:
             self.decode_caches = self.switch.cache_decoding(self.options.decode_cache_bytes)
@@ -292,7 +294,7 @@ class RobustnessTestLoop(TestLoop):
             self.runner.call_hook('before_test')
             self.runner.call_hook('before_test_epoch')
             if todo:
-                self._prepare()
+                self._prepare(todo)
                 self._evaluate_all(todo, outcome, main, on_condition)
             results: Dict[str, float] = self._finish(outcome) if main else {}
             if get_world_size() > 1:

@@ -127,6 +127,7 @@ class RobustnessValLoop(ValLoop):
         start = time.perf_counter()
         self.runner.call_hook('before_val')
         self.runner.call_hook('before_val_epoch')
+        self.evaluation.sources.check(self.options.all_conditions)  # each set once
         if not self.decode_caches:
             self.decode_caches = self.switch.cache_decoding(self.options.decode_cache_bytes)
         self.val_loss.clear()

@@ -201,7 +201,7 @@ def test_an_array_with_its_key_equals_the_file(seg, seg_result):
     assert other[0].label is None
 
 
-def test_refused_inputs(seg):
+def test_refused_inputs(seg, tmp_path):
     model, _, root = seg
     path = osp.join(root, 'img_dir', 'val', SEG_IMAGE)
     array = mmcv.imread(path)
@@ -225,6 +225,24 @@ def test_refused_inputs(seg):
         predict_conditions(model, path, ['clean'], key='other.png')
     with pytest.raises(FileNotFoundError):
         predict_conditions(model, path + '.missing', ['clean'])
+    # files OpenCV would end in a traceback on (or decode cut short): named
+    tmp = str(tmp_path)
+    for name, data, problem in (('empty.png', b'', 'is empty'),
+                                ('text.png', b'<html>404</html>', 'holds text'),
+                                ('cut.png', open(path, 'rb').read()[:-200],
+                                 'is a PNG file cut short')):
+        with open(osp.join(tmp, name), 'wb') as handle:
+            handle.write(data)
+        with pytest.raises(ValueError, match=rf"image '{osp.join(tmp, name)}' {problem}"):
+            predict_conditions(model, osp.join(tmp, name), ['clean'])
+    with pytest.raises(ValueError, match=rf"label '{osp.join(tmp, 'empty.png')}' is empty"):
+        predict_conditions(model, path, ['clean'], label=osp.join(tmp, 'empty.png'))
+    # bands the model has no channels for: named, not a tensor-size message
+    four = np.concatenate([array, array[..., :1]], axis=2)
+    with pytest.raises(ValueError, match=r"the image has 4 band\(s\) but the model takes 3 "
+                       r"channel\(s\) \(its data preprocessor's mean has one value per "
+                       r"channel\): select 3 of its bands"):
+        predict_conditions(model, four, ['clean'], key='a.png')
     with pytest.raises(ValueError, match='dtype int64'):
         predict_conditions(model, array.astype(np.int64), ['clean'], key='a.png')
     # conditions as objects keep their own settings
@@ -282,6 +300,13 @@ def test_the_tool_writes_the_grid(seg, tmp_path, capsys, monkeypatch):
         lines = [line for line in err.splitlines() if line.strip()]
         assert status == 2 and len(lines) == 1 and lines[0].startswith('error: '), err
         assert message in lines[0] and 'Traceback' not in err
+    # an image file that holds text: one error line naming it
+    text = tmp_path / 'text.png'
+    text.write_text('Not Found')
+    assert run_tool(tool.main, [SEG_DEMO_CONFIG, checkpoint, str(text), '--out', out]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith(f"error: image '{text}' holds text")
+    assert 'Traceback' not in err
     # an empty checkpoint: one error line naming it
     empty = tmp_path / 'empty.pth'
     empty.write_bytes(b'')

@@ -186,3 +186,26 @@ def test_shards_of_a_run_reading_files_merge_to_its_numbers(demo_data, tmp_path)
         got = json.load(handle)['numbers']
     with open(tmp_path / 'whole' / 'results.json') as handle:
         assert got == json.load(handle)['numbers']
+
+
+def test_released_files_that_cannot_be_read_are_refused_before_the_run(demo_data, tmp_path):
+    """A released image of another size than its label map: one error naming both files
+    and sizes before the first condition (the evaluator's IndexError, naming neither,
+    at the end of the condition otherwise)."""
+    data_root = osp.join(demo_data, 'potsdam')
+    released = str(tmp_path / 'Potsdam_corrupted')
+    _write_released(released, data_root)
+    images = sorted(glob.glob(osp.join(released, 'rotate_image', 'severity_2', 'val', '*')))
+    small = cv2.imread(images[0])[:64, :64]
+    cv2.imwrite(images[0], small)
+    label = images[0].replace(osp.join('severity_2', 'val'), osp.join('severity_2', 'label'))
+    size = cv2.imread(label, cv2.IMREAD_UNCHANGED).shape
+    files = dict(dataset=dict(data_prefix=dict(img_path=IMAGES.format(root=released))),
+                 geometric=dict(data_prefix=dict(seg_map_path=LABELS.format(root=released))),
+                 folders=dict(rotate='rotate_image'), corruptions=['rotate'])
+    with pytest.raises(SweepError, match=rf'the files of rotate@2: 1 of its \d+ image and '
+                       rf'label files cannot be decoded: {images[0]} is 64×64 but its label '
+                       rf'map {label} is {size[0]}×{size[1]}'):
+        _runner(tmp_path, data_root, 'files', files, corruptions=('rotate', ),
+                severities=(2, )).test()
+    assert condition_records(str(tmp_path / 'files')) == {}

@@ -437,6 +437,39 @@ def test_a_class_maps_ignored_pixels_take_the_evaluators_ignored_label(demo_data
     assert not osp.exists(osp.join(tmp_path, 'refused', 'results.json'))
 
 
+def test_unreadable_files_are_refused_before_the_first_condition(demo_data, tmp_path,
+                                                                  monkeypatch):
+    """An empty image in a shift set, a text file in the test set: one error naming the
+    set and the file before anything is evaluated; a file the checks pass but the loader
+    cannot decode: named at the image, with its condition, the finished records kept."""
+    import shutil
+    data_root, shifted = str(tmp_path / 'potsdam'), str(tmp_path / 'shifted')
+    shutil.copytree(osp.join(demo_data, 'potsdam'), data_root)
+    shutil.copytree(osp.join(demo_data, 'potsdam_shifted'), shifted)
+    broken = sorted(glob.glob(osp.join(shifted, 'img_dir', 'val', '*.png')))[-1]
+    with open(broken, 'wb'):
+        pass
+    shifts = dict(broken=dict(shift_type='sensor', dataset=_potsdam_set(shifted)))
+    with pytest.raises(SweepError, match=rf"shift set 'broken': 1 of its \d+ image and label "
+                       rf"files cannot be decoded: {broken} is empty \(0 bytes\)"):
+        _runner(tmp_path, data_root, shifts).test()
+    assert condition_records(str(tmp_path / 'run')) == {}
+    text = sorted(glob.glob(osp.join(data_root, 'ann_dir', 'val', '*.png')))[0]
+    with open(text, 'w') as handle:
+        handle.write('not a label map\n')
+    with pytest.raises(SweepError, match=rf"the test set: 1 of its \d+ image and label files "
+                       rf"cannot be decoded: {text} holds text"):
+        _runner(tmp_path, data_root, dict(), work='plain').test()
+    shutil.copy(osp.join(demo_data, 'potsdam', 'ann_dir', 'val', osp.basename(text)), text)
+    # the checks passed, the loader fails: the condition and the file named
+    import reobench_mm.datasets.image_files as image_files
+    monkeypatch.setattr(image_files, 'image_file_problem', lambda path: None)
+    with pytest.raises(SweepError, match=r"condition shift/broken: an image or label file "
+                       r"cannot be decoded \(.*buf.empty\(\).*\); replace or remove it"):
+        _runner(tmp_path, data_root, shifts).test()
+    assert sorted(condition_records(str(tmp_path / 'run'))) == ['clean', 'haze@2']
+
+
 def test_the_validation_loop_reports_the_shift_keys(demo_data, tmp_path):
     data_root = osp.join(demo_data, 'potsdam')
     cfg = Config.fromfile(SEG_DEMO_CONFIG)
