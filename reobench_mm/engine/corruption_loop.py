@@ -25,10 +25,12 @@ from torch.utils.data import DataLoader
 
 from reobench_corruptions.condition import CLEAN, Condition
 from ..datasets.class_mapped import check_class_map_ignore
+from ..datasets.empty_sets import empty_set_reason, is_empty_set_error
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..fileio import plain_float
 from ..registry import LOOPS
 from .hooks import CheckpointClassesHook
+from .loop_options import other_option_error
 from ..transforms.placement import (Placement, check_condition_pair, condition_of,
                                     corruption_steps, label_pipelines, place_condition)
 
@@ -77,7 +79,7 @@ class CorruptionTestLoop(TestLoop):
                  protocol: Optional[str] = None, border: Optional[str] = None,
                  **other: Any) -> None:
         if other:  # refused with what to do, not a bare TypeError
-            _refuse_other_options(other)
+            raise other_option_error(other)
         cfg = getattr(runner, 'cfg', None) or {}
         if cfg.get('corruption_cfg') is not None:
             raise ValueError(
@@ -164,57 +166,24 @@ class CorruptionTestLoop(TestLoop):
         super().run_iter(idx, data_batch)
 
 
-#: The options of CorruptionTestLoop (TestLoop's and the condition's).
-_OPTIONS = ('fp16', 'corruption', 'severity', 'seed', 'protocol', 'border')
-
-
-def _refuse_other_options(other: Dict[str, Any]) -> None:
-    """Refuse options CorruptionTestLoop does not have, naming the loop that has them."""
-    import difflib
-    name = sorted(other)[0]
-    close = difflib.get_close_matches(name, _OPTIONS, n=1)
-    raise ValueError(
-        f'{name!r} is not an option of CorruptionTestLoop'
-        + (f' (did you mean {close[0]!r}?)' if close else '')
-        + f'; its options: {", ".join(_OPTIONS)}. The options of the robustness loop '
-        "(corruptions, severities, force, calibration, ...) need "
-        "test_cfg.type='RobustnessTestLoop' (--cfg-options test_cfg.type=RobustnessTestLoop)")
-
-
-def _data_root(dataset: Any) -> Optional[str]:
-    """The ``data_root`` of a dataset config or built dataset (through wrappers)."""
-    while dataset is not None:
-        root = dataset.get('data_root') if isinstance(dataset, dict) \
-            else getattr(dataset, 'data_root', None)
-        if root:
-            return root
-        dataset = dataset.get('dataset') if isinstance(dataset, dict) \
-            else getattr(dataset, 'dataset', None)
-    return None
-
-
 def empty_dataset_error(error: Exception, dataloader: Any, loop: str) -> Optional[ValueError]:
     """The clear error for MMEngine's failure to build a dataset without samples (its
-    ``_serialize_data`` concatenates nothing), None for any other error."""
-    if 'need at least one array to concatenate' not in str(error):
+    ``_serialize_data`` concatenates nothing): where it looked and what is there
+    (:func:`~reobench_mm.datasets.empty_sets.empty_set_reason`); None for any other
+    error."""
+    if not is_empty_set_error(error):
         return None
     dataset = dataloader.get('dataset') if isinstance(dataloader, dict) else None
-    root = _data_root(dataset)
-    return ValueError(f'{loop}: the test dataset has no samples'
-                      + (f' (data_root {root!r})' if root else '')
-                      + ': check data_root and the data prefix/ann_file of the test '
-                      'dataloader')
+    return ValueError(f'{loop}: the test dataset has no samples: '
+                      f'{empty_set_reason(dataset)}')
 
 
 def check_not_empty(dataset: Any, loop: str) -> None:
     """Refuse a test set without samples (nothing to evaluate; MMEngine's metrics would fail
     later with a message that does not say why)."""
     if len(dataset) == 0:
-        root = _data_root(dataset)
-        raise ValueError(f'{loop}: the test dataset has no samples'
-                         + (f' (data_root {root!r})' if root else '')
-                         + ': check data_root and the data prefix/ann_file of the test '
-                         'dataloader')
+        raise ValueError(f'{loop}: the test dataset has no samples: '
+                         f'{empty_set_reason(dataset)}')
 
 
 def check_batch_condition(data_batch: Any, condition: Condition, idx: int = 0) -> None:

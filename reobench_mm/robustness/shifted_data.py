@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from reobench_corruptions.condition import CLEAN, Condition
 from ..datasets.class_mapped import CLASS_MAPPED_TYPE
 from ..datasets.class_mapped import check_class_map_ignore as check_ignore
+from ..datasets.empty_sets import empty_set_reason, is_empty_set_error
 from ..datasets.image_files import describe_file_problems
 from ..errors import SweepError
 from ..transforms.placement import corruption_steps, place_condition
@@ -162,12 +163,14 @@ class ConditionData:
         except SweepError:
             raise
         except Exception as error:  # a bad dataset config: say which set
+            if is_empty_set_error(error) or isinstance(error, FileNotFoundError):
+                raise SweepError(f'{what} has no samples: '
+                                 f'{empty_set_reason(cfg.get("dataset"))}') from None
             raise SweepError(f'{what} cannot be built: {type(error).__name__}: '
                              f'{error}') from None
         dataset = loader.dataset
         if len(dataset) == 0:
-            raise SweepError(f'{what} has no samples (check its data_root, ann_file and '
-                             'data_prefix)')
+            raise SweepError(f'{what} has no samples: {empty_set_reason(dataset)}')
         check_class_map_ignore(dataset, self.ignore_index, what)
         ours, theirs = _classes(self.reference), _classes(dataset)
         if ours != theirs:

@@ -32,6 +32,7 @@ from mmengine.config import Config, ConfigDict
 from mmengine.logging import print_log
 
 from reobench_corruptions.condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
+from ..engine.loop_options import CORRUPTION_LOOP_OPTIONS, other_option_error
 from ..evaluation.keys import SEGMENTATION, TASK_OF_PACKING, TASK_OF_SCOPE
 from ..registry import ensure_custom_imports
 from ..transforms.placement import (CORRUPTION_META_KEYS, Placement, check_condition_pair,
@@ -178,13 +179,9 @@ def corruption_loop_condition(cfg: Config) -> Optional[Condition]:
     loop = cfg.get('test_cfg') or {}
     if _loop_type(loop) != CORRUPTION_LOOP:
         return None
-    unknown = set(loop) - {'type', 'fp16', *CONDITION_FIELDS}
+    unknown = set(loop) - {'type', *CORRUPTION_LOOP_OPTIONS}
     if unknown:
-        name = sorted(unknown)[0]
-        raise ValueError(f'{name!r} is not an option of {CORRUPTION_LOOP} (test_cfg keys '
-                         f'{sorted(unknown)}); its options: {["fp16", *CONDITION_FIELDS]}. The '
-                         'options of the robustness loop (corruptions, severities, force, '
-                         "calibration, ...) need test_cfg.type='RobustnessTestLoop'")
+        raise other_option_error(unknown)
     check_condition_pair(loop.get('corruption'), loop.get('severity'), 'test_cfg')
     if loop.get('corruption') is None:
         given = [f'test_cfg.{k}' for k in CONDITION_FIELDS if loop.get(k) is not None]

@@ -454,6 +454,13 @@ def test_unreadable_files_are_refused_before_the_first_condition(demo_data, tmp_
                        rf"files cannot be decoded: {broken} is empty \(0 bytes\)"):
         _runner(tmp_path, data_root, shifts).test()
     assert condition_records(str(tmp_path / 'run')) == {}
+    # a set with a wrong data_root: refused before the first condition, saying where
+    missing = str(tmp_path / 'no_such_set')
+    with pytest.raises(SweepError, match=rf"shift set 'gone' has no samples: its image "
+                       rf"folder {missing}/img_dir/val does not exist"):
+        _runner(tmp_path, data_root, dict(gone=dict(shift_type='sensor', dataset=_potsdam_set(
+            missing)))).test()
+    assert condition_records(str(tmp_path / 'run')) == {}
     text = sorted(glob.glob(osp.join(data_root, 'ann_dir', 'val', '*.png')))[0]
     with open(text, 'w') as handle:
         handle.write('not a label map\n')

@@ -190,7 +190,8 @@ def test_refusals_through_the_test_tools(demo_data, tmp_path, monkeypatch, capsy
                           '--cfg-options', *arguments, 'test_cfg.force=True'],
         monkeypatch, capsys)
     assert status == 2 and "'force' is not an option of CorruptionTestLoop" in line
-    assert "test_cfg.type='RobustnessTestLoop'" in line
+    assert 'keeps no condition records' in line and 'tools/robustness_test.py ... --force' \
+        in line and "test_cfg.type='RobustnessTestLoop' with test_cfg.force=True" in line
     empty = tmp_path / 'empty'
     for part in ('img_dir/val', 'ann_dir/val'):
         (empty / part).mkdir(parents=True)
@@ -199,7 +200,19 @@ def test_refusals_through_the_test_tools(demo_data, tmp_path, monkeypatch, capsy
         [SEG_DEMO_CONFIG, checkpoint, '--work-dir', str(tmp_path / 'e'), '--corruptions',
          'cloud', '--severities', '1', '--cfg-options', *arguments,
          f'test_dataloader.dataset.data_root={empty}'], monkeypatch, capsys)
-    assert status == 2 and 'the test dataset has no samples' in line and str(empty) in line
+    assert status == 2 and line.endswith(f'the test dataset has no samples: its image '
+                                         f'folder {empty}/img_dir/val is empty')
+    # images of another suffix than the dataset reads: said, with the option to set
+    for name in ('a.jpg', 'b.jpg'):
+        (empty / 'img_dir' / 'val' / name).write_bytes(b'\xff\xd8\xff')
+    status, line = _in_process(
+        'tools/robustness_test.py',
+        [SEG_DEMO_CONFIG, checkpoint, '--work-dir', str(tmp_path / 'e'), '--corruptions',
+         'cloud', '--severities', '1', '--cfg-options', *arguments,
+         f'test_dataloader.dataset.data_root={empty}'], monkeypatch, capsys)
+    assert status == 2 and line.endswith(
+        f"its image folder {empty}/img_dir/val holds no '.png' files (2 '.jpg' files): set "
+        "img_suffix='.jpg'?"), line
 
 
 @pytest.mark.trains("a refusal inside tools/train.py's data-loader workers is what it checks")
