@@ -223,6 +223,37 @@ def _shift_value(results: Any, name: str, where: str) -> float:
                      f'{known or "none"})')
 
 
+def read_csv_rows(path: str) -> List[Dict[str, str]]:
+    """The rows of a CSV file with a header line (UTF-8, with or without the byte-order
+    mark spreadsheet programs write), each a ``{column: value}`` dict.
+
+    Raises:
+        ValueError: the file cannot be read, is not UTF-8 text, has no rows, or a row
+            with fewer or more fields than the header (each naming the file and line).
+    """
+    try:
+        with open(path, newline='', encoding='utf-8-sig') as handle:
+            reader = csv.DictReader(handle)
+            numbered = [(reader.line_num, row) for row in reader]
+            header = reader.fieldnames or []
+    except UnicodeDecodeError as error:
+        raise ValueError(f'{path} is not UTF-8 text (byte 0x{error.object[error.start]:02x} '
+                         f'at offset {error.start}): save it as UTF-8 (CSV UTF-8 in a '
+                         'spreadsheet program)') from None
+    except OSError as error:
+        raise ValueError(f'{path} cannot be read: {error.strerror or error}') from None
+    if not numbered:
+        raise ValueError(f'{path} has no rows')
+    for number, row in numbered:
+        extra = row.get(None)  # type: ignore[call-overload]
+        short = [c for c in header if row.get(c) is None]
+        if extra or short:
+            given = len(header) + len(extra or ()) - len(short)
+            raise ValueError(f'{path} line {number} has {given} field(s), the header '
+                             f'{len(header)} ({", ".join(header)})')
+    return [row for _, row in numbered]
+
+
 def load_shift_points(path: str) -> Tuple[List[ShiftPoint], str]:
     """The points of a CSV with the columns :data:`POINT_COLUMNS` (result paths relative
     to the CSV's folder), and the metric: each side's value is the clean metric of its
@@ -236,10 +267,7 @@ def load_shift_points(path: str) -> Tuple[List[ShiftPoint], str]:
             do not have (named, with the row).
     """
     folder = osp.dirname(osp.abspath(path))
-    with open(path, newline='') as handle:
-        rows = list(csv.DictReader(handle))
-    if not rows:
-        raise ValueError(f'{path} has no rows')
+    rows = read_csv_rows(path)
     lacking = [c for c in POINT_COLUMNS if c not in rows[0]]
     if lacking:
         raise ValueError(f'{path} lacks the column(s) {lacking}; columns: {list(POINT_COLUMNS)}')

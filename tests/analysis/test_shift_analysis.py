@@ -183,6 +183,31 @@ def test_points_from_results_files_and_the_tool(tmp_path):
         load_shift_points(_pairs_file(other, points[:2], same_checkpoint=False))
 
 
+def test_pairs_files_as_spreadsheets_save_them(tmp_path):
+    """A byte-order mark is read; Latin-1 text, a short row and a long row are one error
+    naming the file and line (not a KeyError on 'model' or a NoneType join)."""
+    points = _points()
+    path = _pairs_file(tmp_path, points)
+    text = open(path, encoding='utf-8').read()
+    with open(path, 'w', encoding='utf-8-sig', newline='') as handle:
+        handle.write(text)
+    loaded, _ = load_shift_points(path)
+    assert [p.model for p in loaded] == [p.model for p in points]
+    lines = text.splitlines(keepends=True)
+    cases = (
+        (('Modèle,' + lines[0]).encode('latin-1'),
+         rf'{path} is not UTF-8 text \(byte 0xe8 at offset 3\): save it as UTF-8'),
+        ((lines[0] + lines[1].rsplit(',', 2)[0] + '\r\n').encode(),
+         rf'{path} line 2 has 4 field\(s\), the header 6 \(model, '),
+        ((lines[0] + lines[1].rstrip('\r\n') + ',x\r\n').encode(),
+         rf'{path} line 2 has 7 field\(s\), the header 6'))
+    for data, message in cases:
+        with open(path, 'wb') as handle:
+            handle.write(data)
+        with pytest.raises(ValueError, match=message):
+            load_shift_points(path)
+
+
 def test_write_without_plots(tmp_path):
     files = write_shift_analysis(analyze_shifts(_points(), n_bootstrap=20), str(tmp_path),
                                  'mIoU', plots=False)
