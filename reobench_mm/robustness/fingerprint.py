@@ -25,8 +25,8 @@ the current one. The fingerprint is a flat JSON object whose keys fall into five
     those.
 ``code``
     ``code_sha256``: SHA-256 of the package sources that compute the numbers
-    (:data:`CODE_SOURCES`: corruption engine, transforms, models, datasets, metrics,
-    test loop, decode cache); ``versions``: the versions of numpy, opencv, scipy,
+    (:func:`code_sources`: the modules of the evaluation path, found by following
+    the imports of :data:`CODE_ROOTS`); ``versions``: the versions of numpy, opencv, scipy,
     torch, mmcv, mmengine, mmseg, mmdet and mmrotate.
 ``options``
     the sweep's settings (``seed``, ``protocol``, ``border``, ``calibration``,
@@ -60,7 +60,7 @@ from ..fileio import json_round_trip
 from ..version import package_versions
 
 __all__ = [
-    'COSMETIC_OPTIONS', 'FINGERPRINT_PARTS', 'CODE_SOURCES',
+    'COSMETIC_OPTIONS', 'FINGERPRINT_PARTS', 'CODE_ROOTS', 'CODE_LEAVES', 'code_sources',
     'is_cosmetic', 'result_options', 'canonical', 'canonical_json', 'flatten_config',
     'config_fingerprint', 'dataset_fingerprint', 'code_fingerprint', 'run_fingerprint',
     'differing_parts', 'SHIFT_SET_PART', 'FILE_SET_PART', 'OWN_DATA_PARTS', 'without_own_data'
@@ -88,36 +88,27 @@ FINGERPRINT_PARTS: Dict[str, Tuple[str, ...]] = {
 SHIFT_SET_PART, FILE_SET_PART = 'shift_set', 'file_set'
 OWN_DATA_PARTS = (SHIFT_SET_PART, FILE_SET_PART)
 
-#: Sources (folders or files, relative to the folder that holds the ``reobench_mm`` and
-#: ``reobench_corruptions`` packages) that compute a condition's numbers: the corruption
-#: engine and the plugin's transforms, models, datasets, attacks, metrics and the
-#: evaluation path of the loops (switching, the device corruption, the attack run,
-#: fan-out, the condition kinds). Not included: the dataset converters and the
-#: synthetic-data generator (they write data, which the data part covers), the sweep,
-#: report and analysis modules.
-CODE_SOURCES = ('reobench_corruptions', 'reobench_mm/transforms', 'reobench_mm/models',
-                'reobench_mm/datasets', 'reobench_mm/attacks',
-                'reobench_mm/engine/corruption_loop.py', 'reobench_mm/engine/precision.py',
-                'reobench_mm/evaluation/evaluator_cfg.py',
-                'reobench_mm/evaluation/metrics/base.py',
-                'reobench_mm/evaluation/metrics/classwise_iou.py',
-                'reobench_mm/evaluation/metrics/rotated_map.py',
-                'reobench_mm/evaluation/metrics/seg_calibration.py',
-                'reobench_mm/evaluation/metrics/detection_calibration.py',
-                'reobench_mm/evaluation/metrics/temperature.py',
-                'reobench_mm/evaluation/functional/calibration.py',
-                'reobench_mm/evaluation/functional/detection_calibration.py',
-                'reobench_mm/evaluation/functional/temperature.py',
-                'reobench_mm/evaluation/functional/streaming.py',
-                'reobench_mm/robustness/decode_cache.py', 'reobench_mm/robustness/evaluators.py',
-                'reobench_mm/robustness/switching.py', 'reobench_mm/robustness/temperature.py',
-                'reobench_mm/robustness/test_loop.py', 'reobench_mm/robustness/shifted_data.py',
-                'reobench_mm/robustness/condition_evaluation.py',
-                'reobench_mm/robustness/fan_out.py', 'reobench_mm/robustness/attack_run.py',
-                'reobench_mm/robustness/device_corruption.py',
-                'reobench_mm/robustness/conditions')
+#: Where the code that computes a condition's numbers starts (modules, dotted): what a
+#: config builds by name (the registering packages: datasets, transforms, models, metrics
+#: and the corruption engine behind them), the evaluation of a condition of any kind,
+#: the temperature fit, the single-condition loop and the forward precision. The code
+#: part of the fingerprint covers these and every module they import, followed through
+#: the sources (:func:`code_sources`), so a module added to the evaluation path is
+#: covered by being imported. The robustness test loop's own file is covered without
+#: following its imports: they reach the writing of records and reports, which read the
+#: numbers and do not make them.
+CODE_ROOTS = ('reobench_corruptions', 'reobench_mm.datasets', 'reobench_mm.transforms',
+              'reobench_mm.models', 'reobench_mm.evaluation',
+              'reobench_mm.robustness.condition_evaluation',
+              'reobench_mm.robustness.temperature', 'reobench_mm.engine.corruption_loop',
+              'reobench_mm.engine.precision')
+#: Covered as files, their imports not followed (see :data:`CODE_ROOTS`).
+CODE_LEAVES = ('reobench_mm.robustness.test_loop', 'reobench_mm.robustness.val_loop')
+#: Never covered: they write data (the converters, the synthetic-data generators), which
+#: the data part of the fingerprint covers.
 _NOT_CODE = ('reobench_mm/datasets/converters', 'reobench_mm/datasets/synthetic.py',
              'reobench_mm/datasets/synthetic_shift.py')
+_PACKAGES = ('reobench_mm', 'reobench_corruptions')
 
 #: The folder that holds the two packages (a checkout, or site-packages).
 SOURCE_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -247,23 +238,65 @@ def dataset_fingerprint(dataset: Any) -> Dict[str, Any]:
 
 # ----------------------------------------------------------------------------- code
 
-def _source_files() -> List[str]:
+def _module_file(root: str, module: str) -> Optional[str]:
+    """The source file of dotted ``module`` under ``root`` (a package's ``__init__.py``),
+    or None when it is not one of the two packages' modules."""
+    if module.split('.')[0] not in _PACKAGES:
+        return None
+    path = osp.join(root, *module.split('.'))
+    if osp.isfile(osp.join(path, '__init__.py')):
+        return osp.join(path, '__init__.py')
+    return path + '.py' if osp.isfile(path + '.py') else None
+
+
+def _imported_modules(root: str, module: str, path: str) -> List[str]:
+    """The modules of the two packages that ``module`` (its source at ``path``) imports,
+    at the top or inside functions, absolute or relative: ``from a.b import c`` gives
+    ``a.b.c`` when that is a module, else ``a.b``."""
+    import ast
+    with open(path, 'rb') as handle:
+        tree = ast.parse(handle.read(), path)
+    package = module if path.endswith('__init__.py') else module.rpartition('.')[0]
     found = []
-    for source in CODE_SOURCES:
-        path = osp.join(SOURCE_ROOT, source)
-        if osp.isfile(path):
-            found.append(path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split('.')
+                base = '.'.join(parts[:len(parts) - node.level + 1])
+                name = f'{base}.{node.module}' if node.module else base
+            else:
+                name = node.module or ''
+            for alias in node.names:
+                child = f'{name}.{alias.name}'
+                found.append(child if _module_file(root, child) else name)
+    return [m for m in found if _module_file(root, m)]
+
+
+def code_sources(root: Optional[str] = None) -> List[str]:
+    """The source files the code part of the fingerprint covers (sorted paths under
+    ``root``, default :data:`SOURCE_ROOT`): the modules of :data:`CODE_ROOTS` and every
+    module of the two packages they import, transitively; the files of
+    :data:`CODE_LEAVES`; none under :data:`_NOT_CODE`."""
+    root = SOURCE_ROOT if root is None else root
+    skipped = tuple(osp.join(root, s) for s in _NOT_CODE)
+    files = {_module_file(root, m) for m in CODE_LEAVES} - {None}
+    todo, seen = list(CODE_ROOTS), set()
+    while todo:
+        module = todo.pop()
+        path = _module_file(root, module)
+        if module in seen or path is None:
             continue
-        for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if d != '__pycache__')
-            found.extend(osp.join(root, name) for name in files if name.endswith('.py'))
-    skipped = tuple(osp.join(SOURCE_ROOT, s) for s in _NOT_CODE)
-    return sorted(p for p in found if not p.startswith(skipped))
+        seen.add(module)
+        files.add(path)
+        todo.extend(m for m in _imported_modules(root, module, path) if m not in seen)
+    return sorted(p for p in files if not p.startswith(skipped))
 
 
 def code_fingerprint() -> Dict[str, Any]:
     """``{'code_sha256', 'versions'}``: SHA-256 over the relative path and bytes of each
-    file of :data:`CODE_SOURCES`, and the versions of :func:`reobench_mm.version.package_versions`.
+    file of :func:`code_sources`, and the versions of :func:`reobench_mm.version.package_versions`.
 
     Computed once per process (a copy is returned): the numbers come from the code this
     process imported, not from files edited on disk since.
@@ -274,7 +307,7 @@ def code_fingerprint() -> Dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def _code_fingerprint() -> Dict[str, Any]:
     digest = hashlib.sha256()
-    for path in _source_files():
+    for path in code_sources():
         digest.update(osp.relpath(path, SOURCE_ROOT).replace(os.sep, '/').encode('utf-8'))
         digest.update(b'\0')
         with open(path, 'rb') as handle:

@@ -233,9 +233,9 @@ def test_nothing_imports_apis():
 def test_fingerprinted_sources_exist():
     """The sources a sweep's code fingerprint hashes are where the layout puts them (a path
     that no longer exists would silently drop out of the fingerprint)."""
-    from reobench_mm.robustness.fingerprint import CODE_SOURCES
-    missing = [s for s in CODE_SOURCES if not osp.exists(osp.join(PROJECT_ROOT, s))]
-    assert not missing, f'CODE_SOURCES that do not exist: {missing}'
+    from reobench_mm.robustness.fingerprint import CODE_LEAVES, CODE_ROOTS, _module_file
+    missing = [m for m in CODE_ROOTS + CODE_LEAVES if _module_file(PROJECT_ROOT, m) is None]
+    assert not missing, f'fingerprint roots that are no module: {missing}'
 
 
 ENGINE_DIR = osp.join(PROJECT_ROOT, 'reobench_corruptions')

@@ -103,6 +103,13 @@ def test_a_one_character_change_in_code_that_computes_numbers_changes_the_finger
     edited = root / source
     edited.write_text(edited.read_text(encoding='utf-8') + '#', encoding='utf-8')
     assert digest()['code_sha256'] != before, f'{source} is not in the code fingerprint'
+    # a module added to the evaluation path is covered by being imported there
+    (root / 'reobench_mm/attacks/extra_step.py').write_text('STEP = 1\n')
+    assert not any(p.endswith('extra_step.py') for p in fingerprint.code_sources(str(root)))
+    functional = root / 'reobench_mm/attacks/functional.py'
+    functional.write_text(functional.read_text(encoding='utf-8') +
+                          '\n\ndef _late():\n    from .extra_step import STEP\n    return STEP\n')
+    assert any(p.endswith('attacks/extra_step.py') for p in fingerprint.code_sources(str(root)))
     # and the report's modules are not: rewording a report keeps the records
     report = root / 'reobench_mm/analysis/report.py'
     changed = digest()['code_sha256']
