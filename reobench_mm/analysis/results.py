@@ -338,7 +338,10 @@ def normalize_results(results: Mapping[Any, Any], protocol: str = 'reobench',
         cond = check_condition(cond, protocol)
         if cond in out:
             raise ValueError(f'condition {cond.key!r} appears twice')
-        out[cond] = as_condition_result(result, task)
+        try:
+            out[cond] = as_condition_result(result, task)
+        except (TypeError, ValueError) as error:  # name the condition
+            raise type(error)(f'condition {cond.key!r}: {error}') from None
     return {c: out[c] for c in _sorted_conditions(out, protocol)}
 
 

@@ -189,8 +189,13 @@ def read_results(path: str) -> ResultsFile:
     if lacking:
         raise ValueError(f'{path}: "numbers" lacks {", ".join(map(repr, lacking))}')
     try:
-        rows = {row['condition']: {k: row.get(k) for k in ('value', 'per_class', 'extra')}
-                for row in numbers['conditions']}
+        rows = {}
+        for number, row in enumerate(numbers['conditions'], 1):
+            name = row.get('condition') if isinstance(row, dict) else None
+            if not isinstance(name, str):
+                raise ValueError(f'row {number} of "conditions" names no condition (its '
+                                 f'"condition" is {name!r})')
+            rows[row['condition']] = {k: row.get(k) for k in ('value', 'per_class', 'extra')}
         conditions = normalize_results(rows, numbers['protocol'])
         summary = aggregate(conditions, protocol=numbers['protocol'],
                             task=numbers.get('task'), metric=numbers.get('metric'),

@@ -286,6 +286,19 @@ def test_results_json_is_deterministic(tmp_path):
     (tmp_path / 'edited.json').write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=r'edited\.json: its avg do not match'):
         read_results(str(tmp_path / 'edited.json'))
+    # a null value or condition: the row named
+    doc['numbers']['avg'] -= 1.0
+    doc['numbers']['conditions'][1]['value'] = None
+    (tmp_path / 'edited.json').write_text(json.dumps(doc))
+    key = doc['numbers']['conditions'][1]['condition']
+    with pytest.raises(ValueError, match=rf"its conditions cannot be read \(condition "
+                       rf"'{key}': the task metric must be a number, got None\)"):
+        read_results(str(tmp_path / 'edited.json'))
+    doc['numbers']['conditions'][1]['condition'] = None
+    (tmp_path / 'edited.json').write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r'row 2 of "conditions" names no condition \(its '
+                       r'"condition" is None\)'):
+        read_results(str(tmp_path / 'edited.json'))
     (tmp_path / 'empty.json').write_text('')
     with pytest.raises(ValueError, match=r'empty\.json is not valid JSON'):
         read_results(str(tmp_path / 'empty.json'))
