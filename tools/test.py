@@ -104,8 +104,8 @@ def main() -> int:
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
-    from reobench_mm.engine.checkpoint import (CheckpointError, load_checkpoint_strict,
-                                               read_checkpoint)
+    from reobench_mm.engine.checkpoint import (CheckpointError, check_checkpoint_classes,
+                                               load_checkpoint_strict, read_checkpoint)
     from reobench_mm.fileio import dump_json_atomic, plain_float
     from reobench_mm.engine.workdir import restored_on_failure, wait_for_fresh_log_folder
     from reobench_mm.evaluation.keys import SEGMENTATION
@@ -147,6 +147,9 @@ def main() -> int:
             if len(loop.dataloader.dataset):  # a wrong placement refuses the first sample
                 loop.dataloader.dataset[0]
             runner.call_hook('before_run')
+            # the loops' own check, here with the file's name (the runner loads no file)
+            check_checkpoint_classes(checkpoint, getattr(loop.dataloader.dataset, 'metainfo',
+                                                         None), args.checkpoint)
             runner.call_hook('after_load_checkpoint', checkpoint=checkpoint)
             load_checkpoint_strict(runner.model, args.checkpoint, config=args.config,
                                    checkpoint=checkpoint, strict=not args.partial_checkpoint)

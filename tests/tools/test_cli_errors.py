@@ -190,6 +190,18 @@ def test_refusals_through_the_test_tools(demo_data, tmp_path, monkeypatch, capsy
                           '--cfg-options', *arguments, 'test_cfg.force=True'],
         monkeypatch, capsys)
     assert status == 2 and "'force' is not an option of CorruptionTestLoop" in line
+    # a checkpoint trained on other classes: named by its file
+    import torch
+    foreign = tmp_path / 'other_classes.pth'
+    state = torch.load(checkpoint, weights_only=False)
+    state.setdefault('meta', {})['dataset_meta'] = dict(classes=list('abcdef'))
+    torch.save(state, foreign)
+    for extra in ([], ['test_cfg.type=RobustnessTestLoop', 'test_cfg.corruptions=[haze]']):
+        status, other = _in_process(
+            'tools/test.py', [SEG_DEMO_CONFIG, str(foreign), '--work-dir', str(tmp_path / 'g'),
+                              '--cfg-options', *arguments, *extra], monkeypatch, capsys)
+        assert status == 2 and f"error: '{foreign}' was trained on the classes ['a', " in other
+
     assert 'keeps no condition records' in line and 'tools/robustness_test.py ... --force' \
         in line and "test_cfg.type='RobustnessTestLoop' with test_cfg.force=True" in line
     empty = tmp_path / 'empty'
