@@ -21,13 +21,14 @@ process), ``EOFError`` and ``pickle.UnpicklingError`` (unusable files).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import pickle
 import sys
 from typing import Callable, NoReturn, Optional, Sequence
 
 __all__ = ['DEBUG_ENV_VAR', 'INPUT_ERRORS', 'EXIT_INPUT_ERROR', 'error_line', 'run_tool',
-           'ToolArgumentParser']
+           'ToolArgumentParser', 'log_file_error']
 
 #: Environment variable: ``1`` shows the traceback of a refused run.
 DEBUG_ENV_VAR = 'REOBENCH_DEBUG'
@@ -58,10 +59,35 @@ def _debug() -> bool:
     return os.environ.get(DEBUG_ENV_VAR, '').strip() not in ('', '0')
 
 
+_HANDLE_ERROR = logging.Handler.handleError
+
+
+def log_file_error(handler: logging.Handler, record: logging.LogRecord) -> None:
+    """``handleError`` for a log file: a write that fails with an ``OSError`` (a full
+    disk, a lost mount) is one warning line naming the file, after which the handler
+    writes nothing more (the console keeps logging); Python's own prints a "--- Logging
+    error ---" traceback for every record, naming no file. Other errors (a bad format
+    string) are reported as Python reports them."""
+    error = sys.exc_info()[1]
+    if not isinstance(error, OSError):
+        _HANDLE_ERROR(handler, record)
+        return
+    handler.emit = lambda record: None  # type: ignore[method-assign]
+    try:
+        handler.close()
+    except OSError:
+        pass
+    name = getattr(handler, 'baseFilename', None) or 'the log file'
+    print(f'warning: cannot write the log file {name}: {error.strerror or error}; logging '
+          'to the console only from here', file=sys.stderr)
+
+
 def run_tool(main: Callable[..., Optional[int]], argv: Optional[Sequence[str]] = None) -> int:
     """Run a tool's ``main(argv)`` under the error convention (module docstring); returns
     the exit status (``main``'s, 0 when it returns None, or
-    :data:`EXIT_INPUT_ERROR`)."""
+    :data:`EXIT_INPUT_ERROR`). The process's log files fail with one warning line
+    (:func:`log_file_error`)."""
+    logging.FileHandler.handleError = log_file_error  # type: ignore[method-assign]
     try:
         status = main(argv) if argv is not None else main()
     except INPUT_ERRORS as error:

@@ -31,6 +31,7 @@ from ..fileio import plain_float
 from ..registry import LOOPS
 from .hooks import CheckpointClassesHook
 from .loop_options import other_option_error
+from .workdir import quiet_log_write_errors
 from ..transforms.placement import (Placement, check_condition_pair, condition_of,
                                     corruption_steps, label_pipelines, place_condition)
 
@@ -81,6 +82,7 @@ class CorruptionTestLoop(TestLoop):
         if other:  # refused with what to do, not a bare TypeError
             raise other_option_error(other)
         cfg = getattr(runner, 'cfg', None) or {}
+        quiet_log_write_errors(runner.logger)  # a full disk: one line, not tracebacks
         if cfg.get('corruption_cfg') is not None:
             raise ValueError(
                 'this config sets corruption_cfg, which nothing reads: set the condition as '

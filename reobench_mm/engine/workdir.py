@@ -26,15 +26,17 @@ import shutil
 import socket
 import sys
 import tempfile
+import types
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
+from reobench_cli import log_file_error
 from ..errors import SweepError, WorkDirLockedError
 from ..fileio import atomic_write_bytes
 
 __all__ = [
-    'LOCK_FILE', 'WorkDirLock', 'WorkDirSnapshot', 'close_log_files', 'missing_dirs',
-    'remove_empty_dirs', 'check_writable', 'write_error', 'forget_runner_instances',
+    'LOCK_FILE', 'WorkDirLock', 'quiet_log_write_errors', 'WorkDirSnapshot', 'close_log_files',
+    'missing_dirs', 'remove_empty_dirs', 'check_writable', 'write_error', 'forget_runner_instances',
     'wait_for_fresh_log_folder', 'restored_on_failure'
 ]
 
@@ -143,6 +145,16 @@ def close_log_files(loggers: Sequence[logging.Logger], folder: str) -> None:
             if name and osp.abspath(name).startswith(folder):
                 handler.close()
                 logger.removeHandler(handler)
+
+
+def quiet_log_write_errors(logger: logging.Logger) -> None:
+    """Make each log file of ``logger`` that cannot be written (a full disk, a lost mount)
+    one warning line naming it, after which the run logs to the console only
+    (:func:`reobench_cli.log_file_error`; the tools set it for the whole process, the
+    loops for the runner's logger when MMEngine's runner is used directly)."""
+    for handler in getattr(logger, 'handlers', []):
+        if isinstance(handler, logging.FileHandler):
+            handler.handleError = types.MethodType(log_file_error, handler)  # type: ignore
 
 
 class WorkDirSnapshot:

@@ -30,7 +30,7 @@ from ..engine.corruption_loop import empty_dataset_error
 from ..engine.hooks import CheckpointClassesHook
 from ..engine.losses import update_losses
 from ..engine.precision import forward_precision
-from ..engine.workdir import WorkDirLock
+from ..engine.workdir import WorkDirLock, quiet_log_write_errors
 from ..errors import SweepError
 from ..evaluation.evaluator_cfg import label_ignore_index
 from ..evaluation.keys import SCALED_CALIBRATION_PREFIX, Task, get_task
@@ -148,6 +148,7 @@ class RobustnessTestLoop(TestLoop):
                  evaluator: Union[Any, Dict, List], fp16: bool = False,
                  **options: Any) -> None:
         check_no_corruption_cfg(runner.cfg)
+        quiet_log_write_errors(runner.logger)  # a full disk: one line, not tracebacks
         self.options = options = RobustnessOptions.create(options)
         if fp16 and options.precision != 'fp32':
             raise SweepError(f"test_cfg.fp16=True and precision={options.precision!r}: give "

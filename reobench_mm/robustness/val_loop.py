@@ -25,6 +25,7 @@ from ..analysis.results import aggregate, condition_result_from_metrics
 from reobench_corruptions.condition import Condition
 from ..engine.losses import update_losses
 from ..evaluation.evaluator_cfg import label_ignore_index
+from ..engine.workdir import quiet_log_write_errors
 from ..evaluation.keys import get_task
 from ..registry import LOOPS
 from ..utils.config import check_no_corruption_cfg, infer_task
@@ -74,6 +75,7 @@ class RobustnessValLoop(ValLoop):
         self.options = RobustnessOptions.create(options, allowed=VALIDATION_OPTIONS,
                                                 defaults=VALIDATION_DEFAULTS,
                                                 owner='RobustnessValLoop')
+        quiet_log_write_errors(runner.logger)  # a full disk: one line, not tracebacks
         self.plan = self.options.plan
         cfg = runner.cfg
         self.task = get_task(infer_task(cfg))

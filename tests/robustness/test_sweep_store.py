@@ -334,6 +334,49 @@ def test_a_full_disk_is_a_clean_error_and_the_rerun_resumes(reference, small_dat
         assert a.read() == b.read()
 
 
+def test_a_log_file_on_a_full_disk_is_one_warning_line(reference, small_data,
+                                                      untrained_seg_checkpoint, tmp_path,
+                                                      monkeypatch, capsys):
+    """Python's logging prints a traceback for every record it cannot write, naming no
+    file: the tools and the loops make it one warning naming the log file."""
+    import logging
+
+    class FullDisk:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(logging.FileHandler, '_open', lambda self: FullDisk())
+    monkeypatch.setattr(logging.FileHandler, 'handleError', logging.Handler.handleError)
+    work_dir = _copy(reference, tmp_path)
+    tool = _load_tool(SWEEP_TOOL)
+    assert run_tool(tool.main, _tool_arguments(untrained_seg_checkpoint, small_data,
+                                               work_dir)) == 0
+    err = capsys.readouterr().err
+    assert 'Logging error' not in err and 'Traceback' not in err
+    warnings = [line for line in err.splitlines() if line.startswith('warning: cannot write')]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        f'warning: cannot write the log file {work_dir}/') and warnings[0].endswith(
+        '.log: No space left on device; logging to the console only from here')
+    # a runner used directly (a notebook, the toolboxes' tools/test.py): the loop's
+    # logger gets the same, from the loop on
+    from reobench_mm.engine.workdir import quiet_log_write_errors
+    logger = logging.getLogger('full_disk_check')
+    handler = logging.FileHandler(str(tmp_path / 'x.log'))
+    logger.addHandler(handler)
+    quiet_log_write_errors(logger)
+    logger.warning('one')
+    logger.warning('two')
+    err = capsys.readouterr().err
+    assert err.count('warning: cannot write the log file') == 1 and 'Logging error' not in err
+    logger.removeHandler(handler)
+
+
 def test_an_unwritable_work_dir_is_a_clean_error(reference, small_data, untrained_seg_checkpoint, tmp_path,
                                                  monkeypatch, capsys):
     """Permission lost while the sweep writes (simulated, so that it runs as root too)."""
