@@ -229,7 +229,7 @@ def test_potsdam_missing_tiles_and_resume(tmp_path, capsys):
     assert '[' in capsys.readouterr().out  # the progress bar
     # an interrupted run: a missing patch and a temporary file left behind
     os.remove(out / 'img_dir' / 'train' / '2_10_512_0_1024_512.png')
-    (out / 'img_dir' / 'train' / '2_10_0_0_512_512.png.123.tmp').write_bytes(b'partial')
+    (out / 'img_dir' / 'train' / '.2_10_0_0_512_512.png.123.tmp').write_bytes(b'partial')
     with pytest.warns(UserWarning):
         again = P.convert_potsdam(str(src), str(out), tile_size=TILE, progress=False)
     assert again['written'] == 1 and again['patches'] == {'train': 9, 'val': 9}
