@@ -159,8 +159,15 @@ def compare_models(paths: Sequence[str], *, names: Optional[Sequence[Optional[st
     elif shift_names:
         raise ValueError('shift_names given without shift_paths')
     rank = rank_stability(model_set)
-    fits = effective_robustness(model_set, shift_values=shift_values, space=space,
-                                n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
+    fits: Dict[str, EffectiveRobustnessFit] = {}
+    cleans = model_set.clean()
+    if np.ptp(cleans) > 0:
+        fits = effective_robustness(model_set, shift_values=shift_values, space=space,
+                                    n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
+    else:  # a side analysis: the paired tests and the rest go on without it
+        notes.append(f'every model has the same clean {model_set.metric} '
+                     f'({float(cleans[0]):.4g}): no effective-robustness line can be '
+                     'fitted across them, so that fit is skipped')
     tests = None
     if paired:
         tests, why = paired_models(model_set, resamples=n_bootstrap, level=confidence,
@@ -323,9 +330,28 @@ def cross_model_markdown(comparison: CrossModelComparison) -> str:
             rows.append(cells)
         lines += markdown_table(header, rows) + ['', '`*`: top-1 differs from clean.', '']
 
+    if not fits:
+        lines += ['## Effective robustness', '', 'Not fitted: every model has the same '
+                  f'clean {metric} (see the notes).', '']
+    else:
+        lines += _fit_lines(comparison)
+    if comparison.ranks is not None:
+        lines += rank_markdown(comparison.ranks, ms)
+    if comparison.paired is not None:
+        lines += paired_markdown(comparison.paired, ms)
+    if comparison.groups is not None or comparison.cka_ece is not None:
+        lines += groups_markdown(comparison.groups, comparison.cka_ece)
+    if comparison.synthetic_real is not None:
+        lines += synthetic_real_markdown(comparison.synthetic_real)
+    return '\n'.join(lines)
+
+
+def _fit_lines(comparison: CrossModelComparison) -> List[str]:
+    """The effective-robustness section: the fits and each model's residuals."""
+    ms, fits, metric = comparison.model_set, comparison.fits, comparison.model_set.metric
     space = next(iter(fits.values())).space
     first = next(iter(fits.values()))
-    lines += ['## Effective robustness', '',
+    lines = ['## Effective robustness', '',
               f'Least-squares line OOD = a·ID + b across models ({space} space), ID = clean '
               f'{metric}; OOD = the corruption mean (Avg: mean over corruptions; shift: clean '
               f'{metric} on the shifted dataset). Effective robustness = OOD − predicted OOD '
@@ -348,16 +374,7 @@ def cross_model_markdown(comparison: CrossModelComparison) -> str:
                         f'{fmt_number(fit.residual_high[i], 2, True)}]'
             cells.append(text)
         rows.append(cells)
-    lines += markdown_table(header, rows) + ['']
-    if comparison.ranks is not None:
-        lines += rank_markdown(comparison.ranks, ms)
-    if comparison.paired is not None:
-        lines += paired_markdown(comparison.paired, ms)
-    if comparison.groups is not None or comparison.cka_ece is not None:
-        lines += groups_markdown(comparison.groups, comparison.cka_ece)
-    if comparison.synthetic_real is not None:
-        lines += synthetic_real_markdown(comparison.synthetic_real)
-    return '\n'.join(lines)
+    return lines + markdown_table(header, rows) + ['']
 
 
 def _csv_cell(value: Any) -> str:
@@ -471,8 +488,9 @@ def write_cross_model(comparison: CrossModelComparison, out_dir: str,
                                        comparison.synthetic_real))
         files['kendall_tau_vs_severity.png'] = plot_kendall_tau_vs_severity(
             comparison.rank, comparison.model_set, path('kendall_tau_vs_severity.png'))
-        files['effective_robustness.png'] = plot_effective_robustness(
-            comparison.fits, comparison.model_set, path('effective_robustness.png'))
+        if comparison.fits:
+            files['effective_robustness.png'] = plot_effective_robustness(
+                comparison.fits, comparison.model_set, path('effective_robustness.png'))
         if ranks is not None and any(m in comparison.model_set.values
                                      for m in RANK_SCATTER_MEASURES):
             files['rank_scatter.png'] = plot_rank_scatter(

@@ -573,3 +573,24 @@ def test_table_and_comparison_agree_on_the_reported_case(tmp_path, capsys):
         summary = json.load(open(path))['numbers']
         assert (row['avg'], row['delta_tp']) == (summary['avg'], summary['delta_tp'])
         assert row['avg'] == pytest.approx(avg, abs=1e-12)
+
+
+def test_models_with_the_same_clean_value_are_compared_without_the_fit(tmp_path, capsys):
+    """fp32 against bf16, a fix that leaves clean unchanged: every other analysis runs, the
+    effective-robustness fit (a line through one ID value) is skipped with a note."""
+    from reobench_cli import run_tool
+    paths = [_write_model(tmp_path, f'm{i}', {('clean', 0): 61.25, ('cloud', 1): 40.0 + i,
+                                              ('cloud', 2): 30.0 + 2 * i},
+                          model=f'M{i}') for i in range(3)]
+    comparison = compare_models(paths, n_bootstrap=50, seed=0)
+    assert comparison.fits == {} and any('every model has the same clean mIoU (61.25): no '
+                                         'effective-robustness line' in n
+                                         for n in comparison.notes)
+    tool = load_tool('analysis_tools/robustness_compare.py')
+    out_dir = tmp_path / 'out'
+    assert run_tool(tool.main, [*paths, '--out-dir', str(out_dir), '--bootstrap', '50']) == 0
+    text = (out_dir / 'cross_model.md').read_text(encoding='utf-8')
+    assert 'Not fitted: every model has the same clean mIoU' in text
+    assert '## Rank stability' in text and not (out_dir / 'effective_robustness.png').exists()
+    assert (out_dir / 'effective_robustness.csv').read_text().splitlines() == [
+        'fit,space,model,id,ood,predicted_ood,effective_robustness,ci_low,ci_high']
