@@ -47,11 +47,16 @@ __all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OP
            'describe_options', 'registered_kind_options', 'with_config_options']
 
 
-def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None) -> Any:
+def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None,
+            off: Optional[str] = None, default_text: Optional[str] = None) -> Any:
     """A field of :class:`RobustnessOptions`: its default, its help text (docstrings,
     ``--help``) and how the command line spells it (``cli``: the ``argparse`` keywords,
-    ``flag`` for a name other than ``--<name>``; None: not a flag)."""
-    return field(default=default, metadata=dict(help=help, cli=cli))
+    ``flag`` for a name other than ``--<name>``; None: not a flag). A boolean option's
+    ``off`` is the help of its flag when the flag turns it off (``--no-plots``,
+    ``--partial-checkpoint``, or ``--no-calibration`` where a tool defaults it on); an
+    option whose default is None says in ``default_text`` what None means."""
+    return field(default=default, metadata=dict(help=help, cli=cli, off=off,
+                                                 default_text=default_text))
 
 
 def _is_int(value: Any) -> bool:
@@ -65,11 +70,11 @@ class RobustnessOptions:
 
     corruptions: Tuple[str, ...] = _option(
         None, 'corruption names or groups (all, environmental, sensor, geometric, '
-        "appearance); default: every corruption of the protocol",
-        dict(nargs='+', metavar='NAME'))
+        'appearance)', dict(nargs='+', metavar='NAME'),
+        default_text='every corruption of the protocol')
     severities: Tuple[int, ...] = _option(
-        None, 'severities 1..5 (default: all five); the clean condition always runs',
-        dict(nargs='+', type=int, metavar='K'))
+        None, 'severities 1..5; the clean condition always runs',
+        dict(nargs='+', type=int, metavar='K'), default_text='all five')
     protocol: str = _option('reobench', "corruption protocol ('reobench' or "
                             "'geofm_calibration')", dict(choices=PROTOCOLS))
     seed: int = _option(0, 'seed of the corruption draws', dict(type=int))
@@ -87,15 +92,18 @@ class RobustnessOptions:
         None, "'i/n': evaluate only every n-th condition from i (clean is in shard 0) and "
         'write a shard manifest instead of the report (merge with '
         'tools/robustness_merge.py)', dict(metavar='i/n'))
-    force: bool = _option(False, 'evaluate again the conditions already finished', {})
+    force: bool = _option(False, 'evaluate again the conditions already finished', {},
+                          off='reuse the conditions already finished')
     calibration: bool = _option(
         False, 'also evaluate calibration in every condition (ECE, signed gap, NLL, Brier, '
         'classwise ECE, AURC, eAURC, accuracy at 90 % coverage; detection: D-ECE), with '
-        'reliability diagrams and ECE against severity', {})
+        'reliability diagrams and ECE against severity', {},
+        off='do not evaluate calibration (the task metric only)')
     temperature_scaling: bool = _option(
         False, '(segmentation; implies calibration) fit one temperature on clean pixels of '
         'images that are not evaluated (temperature_split, or a val_dataloader of other '
-        'images) and report every condition calibrated with it too (calib_ts/...)', {})
+        'images) and report every condition calibrated with it too (calib_ts/...)', {},
+        off='no temperature scaling')
     temperature_split: Optional[int] = _option(
         None, 'hold out this many test images (seeded, stratified by their most frequent '
         'label) for the temperature and evaluate the rest (the calibration study holds out '
@@ -104,8 +112,9 @@ class RobustnessOptions:
                                           dict(type=int, metavar='S'))
     temperature_on_test: bool = _option(
         False, 'allow fitting the temperature on evaluated images (optimistic; recorded in '
-        'the report)', {})
-    plots: bool = _option(True, "write the report's plots", dict(flag='--no-plots'))
+        'the report)', {}, off='refuse to fit the temperature on evaluated images')
+    plots: bool = _option(True, "write the report's plots", dict(flag='--no-plots'),
+                          off="write no plots (the report's numbers and tables only)")
     decode_cache_bytes: int = _option(
         DEFAULT_MAX_BYTES, 'decode each test image once for all conditions, keeping up to '
         'this many bytes of decoded samples in memory (0: off)',
@@ -132,14 +141,16 @@ class RobustnessOptions:
         'same bits)', dict(type=int, metavar='M'))
     strict_checkpoint: bool = _option(
         True, 'check that the checkpoint fits the model exactly (every key, every shape); '
-        'off: evaluate what fits (logged)', dict(flag='--partial-checkpoint'))
+        'off: evaluate what fits (logged)', dict(flag='--partial-checkpoint'),
+        off='evaluate a checkpoint that does not fit the model exactly: what fits is '
+        'loaded and what does not is logged (by default every key and shape must fit)')
     seen_corruptions: Union[None, str, Tuple[str, ...]] = _option(
         'auto', "the corruptions the model saw in training: 'auto' reads the pools of the "
         "RandomCorruption steps of the config's training pipeline, or names/groups, or "
         'none; marked in the report, which adds held-out scores over the others',
         dict(nargs='*', metavar='NAME'))
     held_out_only: bool = _option(False, 'refuse to evaluate corruptions seen in training',
-                                  {})
+                                  {}, off='evaluate corruptions seen in training too')
     bootstrap: int = _option(
         DEFAULT_RESAMPLES, 'bootstrap resamples of the test images for the intervals of '
         'every reported number (the same resamples for every condition; 0: no intervals)',
@@ -482,8 +493,12 @@ def add_option_arguments(parser: argparse.ArgumentParser,
         kwargs['default'] = None  # not given: left out, so that the caller's defaults apply
         if item.type == 'bool':
             kwargs['action'] = 'store_false' if default else 'store_true'
+            if default:  # the flag turns the option off: its own help, not the option's
+                help_text = item.metadata['off']
         elif default is not None and name != 'seen_corruptions':
             help_text += f' (default: {_format(default)})'
+        elif item.metadata['default_text']:
+            help_text += f' (default: {item.metadata["default_text"]})'
         if name == 'seen_corruptions':
             help_text += '; give the flag without names for none (default: auto)'
         parser.add_argument(_flag(name, defaults), dest=name,
@@ -521,7 +536,9 @@ def describe_options(names: Optional[Sequence[str]] = None,
     lines = []
     for name in names or OPTION_NAMES:
         default = _default(name, defaults)
-        shown = '' if default is None else f' (default: {_format(default)})'
+        said = _field(name).metadata['default_text']
+        shown = f' (default: {_format(default)})' if default is not None else \
+            f' (default: {said})' if said else ''
         text = f'``{name}``: {_field(name).metadata["help"]}{shown}'
         lines.extend(textwrap.wrap(text, 92 - indent, break_on_hyphens=False,
                                    initial_indent=' ' * indent,

@@ -290,3 +290,57 @@ def test_help_of_the_plain_tools_imports_no_openmmlab():
         assert result.returncode == 0, (tool, result.stderr[-2000:])
         assert 'usage:' in result.stdout, tool
         assert 'HEAVY []' in result.stdout, (tool, result.stdout.splitlines()[-1])
+
+
+class _Parsed(Exception):
+    def __init__(self, parser):
+        super().__init__('parser captured')
+        self.parser = parser
+
+
+def _parser_of(tool, monkeypatch):
+    """The argument parser a tool's ``main`` builds (captured where it parses)."""
+    import argparse
+
+    def capture(self, *args, **kwargs):
+        raise _Parsed(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, 'parse_args', capture)
+    monkeypatch.setattr(argparse.ArgumentParser, 'parse_known_args', capture)
+    module = _load(tool)
+    monkeypatch.setattr(sys, 'argv', [tool, '--help'])
+    try:
+        try:
+            module.main(['--help'])
+        except TypeError:  # a main that reads sys.argv
+            module.main()
+    except _Parsed as parsed:
+        return parsed.parser
+    raise AssertionError(f'{tool} did not parse its arguments')
+
+
+def test_every_flag_says_what_it_does(monkeypatch):
+    """A flag that turns an option off carries its own help (``--no-plots`` once showed
+    "write the report's plots"), and no help states two defaults."""
+    import argparse
+    from dataclasses import fields
+
+    from reobench_mm.robustness.options import RobustnessOptions
+    option_help = {f.name: f.metadata['help'] for f in fields(RobustnessOptions)}
+    checked = 0
+    for tool in TOOLS:
+        for action in _parser_of(tool, monkeypatch)._actions:
+            text = action.help or ''
+            assert text.count('default:') + text.count('default %(') <= 1, \
+                (tool, action.option_strings, text)
+            if isinstance(action, argparse._StoreFalseAction):
+                checked += 1
+                assert text and text != option_help.get(action.dest), \
+                    (tool, action.option_strings, text)
+                if action.dest in option_help:
+                    field = next(f for f in fields(RobustnessOptions) if f.name == action.dest)
+                    assert text == field.metadata['off'], (tool, action.option_strings)
+    assert checked >= 6  # --no-plots, --partial-checkpoint, --no-calibration, ...
+    for field in fields(RobustnessOptions):
+        if field.type == 'bool' and field.metadata['cli'] is not None:
+            assert field.metadata['off'], f'{field.name} has no help for its off flag'
