@@ -31,6 +31,10 @@ FOLDERS = {
 }
 # Modules exercised only through other modules: module -> (test file, how).
 COVERED_ELSEWHERE = {
+    'reobench_mm.datasets.empty_sets': ('tools/test_cli_errors.py',
+                                        'an empty test set and one of another suffix'),
+    'reobench_mm.engine.loop_options': ('tools/test_cli_errors.py',
+                                        "test_cfg.force on CorruptionTestLoop"),
     'reobench_mm.evaluation': ('evaluation/test_calibration.py', 'the package namespace'),
     'reobench_mm.structures': ('transforms/test_class_map.py',
                                'the package namespace (ClassMap, through its module)'),
