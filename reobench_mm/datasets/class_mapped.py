@@ -19,10 +19,12 @@ evaluator (``IoUMetric``, ``DOTAMetric``) counts the model's classes.
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 from mmengine.dataset import BaseDataset
+from mmengine.logging import print_log
 
 from ..registry import DATASETS
 from ..transforms.class_map import MapClasses
@@ -72,28 +74,47 @@ class ClassMappedDataset:
 
     Args:
         dataset: the test set, or its config.
-        classes: the model's classes (the dataset's ``metainfo['classes']``).
+        classes: the model's classes (the dataset's ``metainfo['classes']``); a shift
+            set's wrapper without them takes the test set's.
         mapping: ``{inner class: class of classes or None}`` (or pairs); every inner
             class must appear.
         palette: colours of ``classes`` (default: those of the first inner class mapped
             onto each).
         ignore_index: the label maps' ignore value.
+        map_classes: the classes the map's targets are names of, when the map was
+            written for more classes than the model has (a map for all of DIOR-R's
+            classes, a model of four of them): a target among them that the model lacks
+            ignores its inner classes (default: ``classes``, every target must be one).
+        unused_entries: leave the map's entries for classes the inner set lacks unused
+            (default), or refuse them (``False``). What was left unused or ignored is
+            logged and listed in ``metainfo['class_map_notes']``.
 
     Raises:
         ValueError: a bad map (each refusal names the class), or a pipeline without an
             annotation-loading step.
     """
 
-    def __init__(self, dataset: Union[BaseDataset, dict], classes: Sequence[str],
-                 mapping: MappingLike, palette: Optional[Sequence[Any]] = None,
-                 ignore_index: int = 255) -> None:
+    def __init__(self, dataset: Union[BaseDataset, dict],
+                 classes: Optional[Sequence[str]] = None,
+                 mapping: Optional[MappingLike] = None,
+                 palette: Optional[Sequence[Any]] = None, ignore_index: int = 255,
+                 map_classes: Optional[Sequence[str]] = None,
+                 unused_entries: bool = True) -> None:
+        if classes is None:
+            raise ValueError("ClassMappedDataset needs classes= (the model's classes); only "
+                             "a shift set's wrapper takes the test set's when it names none")
+        if mapping is None:
+            raise ValueError('ClassMappedDataset needs mapping= ({its class: a class of '
+                             'classes, or None to ignore it})')
         self.dataset = build_inner_dataset(dataset)
         inner = self.dataset.metainfo
         if 'classes' not in inner:
             raise ValueError(f'{type(self.dataset).__name__} has no classes in its metainfo '
                              'to map from')
         # the model's classes as given: one string is refused, not read letter by letter
-        self.class_map = ClassMap.create(tuple(inner['classes']), classes, mapping)
+        self.class_map = ClassMap.create(tuple(inner['classes']), classes, mapping,
+                                         unused_sources=unused_entries,
+                                         target_vocabulary=map_classes)
         transforms = getattr(getattr(self.dataset, 'pipeline', None), 'transforms', None)
         if not isinstance(transforms, list):
             raise ValueError(f'{type(self.dataset).__name__} has no pipeline to map the '
@@ -104,6 +125,12 @@ class ClassMappedDataset:
         metainfo['classes'] = self.class_map.target_classes
         metainfo['palette'] = _target_palette(self.class_map, palette, inner.get('palette'))
         metainfo['class_map'] = self.class_map.as_dict()
+        notes = [line for line in self.class_map.describe() if line.startswith(
+            ('ignored as the model', 'map entries'))]
+        metainfo['class_map_notes'] = notes
+        for note in notes:
+            print_log(f'ClassMappedDataset of {type(self.dataset).__name__}: {note}',
+                      logger='current', level=logging.WARNING)
         self._metainfo = metainfo
 
     @property

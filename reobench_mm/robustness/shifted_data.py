@@ -135,10 +135,14 @@ class ConditionData:
 
     def place(self, cfg: dict, what: str) -> dict:
         """``cfg`` with the switchable corruption step placed (clean), and the
-        evaluator's ignored label given to a class map that names none."""
-        if self.ignore_index is not None:
-            for mapped in _class_map_cfgs(cfg.get('dataset')):
+        evaluator's ignored label and the test set's classes given to a class map that
+        names none."""
+        classes = _classes(self.reference)
+        for mapped in _class_map_cfgs(cfg.get('dataset')):
+            if self.ignore_index is not None:
                 mapped.setdefault('ignore_index', self.ignore_index)
+            if mapped.get('classes') is None and classes is not None:
+                mapped['classes'] = list(classes)
         try:
             place_condition(cfg, CLEAN, self.scope, geometric=True, override=True,
                             ignore_index=self.ignore_index)
@@ -173,6 +177,12 @@ class ConditionData:
             raise SweepError(f'{what} has no samples: {empty_set_reason(dataset)}')
         check_class_map_ignore(dataset, self.ignore_index, what)
         ours, theirs = _classes(self.reference), _classes(dataset)
+        if ours != theirs and _class_map_cfgs(cfg.get('dataset')):
+            raise SweepError(
+                f'{what}: its ClassMappedDataset maps onto the classes {list(theirs or [])}, '
+                f'the test set (the model) has {list(ours or [])}: give it the model\'s '
+                'classes, or leave classes out (a shift set\'s map then takes the test '
+                "set's), with map_classes= the classes its map was written for")
         if ours != theirs:
             raise SweepError(
                 f'{what} has the classes {list(theirs or [])}, the test set (the model) '

@@ -10,7 +10,14 @@ construction (:meth:`ClassMap.create`):
 - a source class given twice with different targets (two maps that disagree) is an
   error naming it and both targets;
 - a name that is not a source class, or a target the model does not have, is an error
-  naming it (with the closest valid name for a typo).
+  naming it (with the closest valid name for a typo) — unless the map was written for
+  more classes than the set or the model has (a map shipped for all of DIOR-R's 20
+  classes, used on a set or a model with a subset of them): with ``unused_sources=True``
+  the entries of source classes the set lacks are left unused, and with
+  ``target_vocabulary`` (the classes the map's targets are names of) a target of the
+  vocabulary that the model lacks ignores its source classes, as the model's own test
+  set leaves out the objects of classes it does not have. Both are listed
+  (:attr:`ClassMap.unused`, :attr:`ClassMap.absent_targets`, :meth:`ClassMap.describe`).
 
 Several source classes may share a target (DOTA's small and large vehicles are DIOR-R's
 vehicle). Target classes no source maps to are allowed (:attr:`ClassMap.unmapped_targets`):
@@ -68,10 +75,15 @@ class ClassMap:
     source_classes: Tuple[str, ...]
     target_classes: Tuple[str, ...]
     targets: Tuple[int, ...]
+    #: the map's entries for classes the test set does not have (left unused)
+    unused: Tuple[str, ...] = ()
+    #: ``(source, target)`` pairs ignored because the model lacks the target
+    absent_targets: Tuple[Tuple[str, str], ...] = ()
 
     @classmethod
     def create(cls, source_classes: Sequence[str], target_classes: Sequence[str],
-               mapping: MappingLike) -> 'ClassMap':
+               mapping: MappingLike, *, unused_sources: bool = False,
+               target_vocabulary: Optional[Sequence[str]] = None) -> 'ClassMap':
         """Check and build a map.
 
         Args:
@@ -79,6 +91,11 @@ class ClassMap:
             target_classes: the model's classes.
             mapping: ``{source: target or None}``, or ``[(source, target or None), ...]``
                 (a source may repeat only with the same target).
+            unused_sources: leave the entries of classes the test set lacks unused (listed
+                in :attr:`unused`) instead of refusing them.
+            target_vocabulary: the classes the map's targets are names of (default: the
+                model's): a target of the vocabulary the model lacks ignores its sources
+                (listed in :attr:`absent_targets`); a target outside it is refused.
 
         Raises:
             ValueError: a source class without a mapping, two maps that disagree, a name
@@ -86,6 +103,10 @@ class ClassMap:
         """
         source = _names(source_classes, 'the source classes')
         target = _names(target_classes, 'the target classes')
+        vocabulary = target if target_vocabulary is None else \
+            _names(target_vocabulary, 'the target vocabulary')
+        unused: List[str] = []
+        absent: List[Tuple[str, str]] = []
         if isinstance(mapping, Mapping):
             pairs = list(mapping.items())
         elif isinstance(mapping, (list, tuple)) and all(
@@ -98,15 +119,21 @@ class ClassMap:
         for name, to in pairs:
             name = str(name)
             if name not in source:
+                if unused_sources:
+                    unused.append(name)
+                    continue
                 raise ValueError(f'the class mapping names {name!r}, which is not a class of '
                                  f'the test set{_closest(name, source)}; its classes: '
                                  f'{list(source)}')
             if to is not None:
                 to = str(to)
-                if to not in target:
+                if to not in target and to in vocabulary:
+                    absent.append((name, to))
+                    to = None
+                elif to not in target:
                     raise ValueError(f'the class mapping sends {name!r} to {to!r}, a class '
-                                     f'the model does not have{_closest(to, target)}; its '
-                                     f'classes: {list(target)} (None ignores {name!r})')
+                                     f'the model does not have{_closest(to, vocabulary)}; '
+                                     f'its classes: {list(target)} (None ignores {name!r})')
             if name in chosen and chosen[name] != to:
                 raise ValueError(f'two maps of {name!r} disagree: {chosen[name]!r} and '
                                  f'{to!r}')
@@ -118,7 +145,8 @@ class ClassMap:
                              + f': map every class of the test set to one of {list(target)} '
                              'or to None to ignore it')
         return cls(source, target, tuple(-1 if chosen[n] is None else target.index(chosen[n])
-                                          for n in source))
+                                          for n in source),
+                   tuple(dict.fromkeys(unused)), tuple(dict.fromkeys(absent)))
 
     # ------------------------------------------------------------------ describing
     @property
@@ -146,6 +174,11 @@ class ClassMap:
             lines.append(f'{name} <- {", ".join(sources) if sources else "(none)"}')
         if self.ignored:
             lines.append(f'ignored: {", ".join(self.ignored)}')
+        if self.absent_targets:
+            lines.append('ignored as the model lacks their class: ' + ', '.join(
+                f'{s} (-> {t})' for s, t in self.absent_targets))
+        if self.unused:
+            lines.append(f'map entries the set has no class for: {", ".join(self.unused)}')
         return lines
 
     # ------------------------------------------------------------------ applying

@@ -192,6 +192,8 @@ def test_the_real_dota_sample_through_the_class_map_of_a_dior_r_model(tmp_path):
         f'{10 + 5 * i} 10 {30 + 5 * i} 10 {30 + 5 * i} 20 {10 + 5 * i} 20 {name} 0\n'
         for i, name in enumerate(classes)))
     dior = _shift_base('dior-r_dota.py').dior_r_classes
+    assert 'classes' not in shift  # a shift set's map takes the model's classes
+    shift['classes'] = dior  # a DIOR-R model's, as the robustness loops give them
     results = {}
     for key, ann in (('real', REAL_DOTA), ('generated', str(generated))):
         inner = dict(shift['dataset'], data_root='', ann_file=osp.abspath(ann),

@@ -320,6 +320,51 @@ def test_a_shifted_detection_set_equals_mmrotates_stock_tool(demo_data, tmp_path
     assert 'shift/dior_shifted/mAP' in outputs[0]
 
 
+@pytest.mark.slow  # 8 s or more: left out of make test-fast
+def test_a_map_written_for_all_dior_r_classes_serves_a_model_of_four(demo_data, tmp_path,
+                                                                    det_model):
+    """The demo detector has 4 of DIOR-R's 20 classes. A shift set labelled with all 20,
+    wrapped with a map written for the 20 (the shipped bases' form: no classes, map_classes
+    the 20, an entry for a class the set lacks), gives the numbers of the same images read
+    with the model's 4 classes, as the model's own test set reads them."""
+    from helpers import PROJECT_ROOT
+    base = Config.fromfile(osp.join(PROJECT_ROOT, 'configs', '_base_', 'shifts',
+                                    'dior-r_dota.py'))
+    every = list(base.dior_r_classes)
+    shifted = osp.join(demo_data, 'dior_shifted')
+    mapping = dict({c: c for c in every}, helicopter=None)  # helicopter: a DOTA class
+    mapped = dict(type='reobench_mm.ClassMappedDataset', mapping=mapping, map_classes=every,
+                  dataset=dict(_dior_set(shifted), metainfo=dict(classes=tuple(every))))
+    cfg = Config.fromfile(DET_DEMO_CONFIG)
+    cfg.work_dir = str(tmp_path / 'run')
+    cfg.log_level = 'WARNING'
+    cfg.custom_hooks = []
+    cfg.test_dataloader.dataset.data_root = osp.join(demo_data, 'dior')
+    cfg.test_dataloader.num_workers = 0
+    cfg.test_dataloader.persistent_workers = False
+    cfg.load_from = det_model.checkpoint
+    cfg.test_cfg = dict(type='RobustnessTestLoop', corruptions=['haze'], severities=[1],
+                        plots=False, shifts=dict(
+                            mapped=dict(shift_type='source', dataset=mapped),
+                            plain=dict(shift_type='source', dataset=_dior_set(shifted))))
+    metrics = Runner.from_cfg(cfg).test()
+    assert metrics['shift/mapped/mAP'] == metrics['shift/plain/mAP'] > 0
+    # the same map refusing unused entries, and a target outside the map's classes
+    from reobench_mm.structures.class_map import ClassMap
+    with pytest.raises(ValueError, match="'helicopter', which is not a class of the test set"):
+        ClassMap.create(every, every[:4], mapping, target_vocabulary=every)
+    typo = dict(mapping, airplane='airplain')
+    with pytest.raises(ValueError, match="sends 'airplane' to 'airplain', a class the model "
+                                         "does not have \\(did you mean 'airplane'\\?\\)"):
+        ClassMap.create(every, every[:4], typo, unused_sources=True, target_vocabulary=every)
+    kept = ClassMap.create(every, ('airplane', 'ship'), mapping, unused_sources=True,
+                           target_vocabulary=every)
+    assert kept.unused == ('helicopter', ) and \
+        set(kept.ignored) == set(every) - {'airplane', 'ship'} and \
+        ('vehicle', 'vehicle') in kept.absent_targets
+    assert 'map entries the set has no class for: helicopter' in kept.describe()
+
+
 # ----------------------------------------------------------------------------- in process
 def _runner(tmp_path, data_root, shifts, work='run', corruptions=('haze', )):
     cfg = Config.fromfile(SEG_DEMO_CONFIG)
@@ -389,6 +434,16 @@ def test_a_shift_set_of_other_classes_is_refused_naming_both(demo_data, tmp_path
                        r"\['impervious_surface', .*'car'\], the test set \(the model\) "
                        r"\['impervious_surface', .*'car', 'clutter'\]: wrap it in "
                        r"ClassMappedDataset"):
+        _runner(tmp_path, data_root, shifts).test()
+    # already wrapped, onto other classes: the wrapper's classes named, not "wrap it"
+    shifts = dict(odd=dict(shift_type='source', dataset=dict(
+        type='reobench_mm.ClassMappedDataset', classes=classes[:4],
+        mapping=dict(impervious_surface='impervious_surface', building='building',
+                     low_vegetation='low_vegetation', tree='tree', car=None, clutter=None),
+        dataset=_potsdam_set(osp.join(demo_data, 'potsdam_shifted')))))
+    with pytest.raises(SweepError, match=r"shift set 'odd': its ClassMappedDataset maps onto "
+                       r"the classes \['impervious_surface', .*'tree'\], the test set \(the "
+                       r"model\) has .*leave classes out"):
         _runner(tmp_path, data_root, shifts).test()
 
 
