@@ -94,7 +94,8 @@ class ConditionPredictions:
     """The predictions of one image under several conditions, in the order asked.
 
     Index it by position or by condition key (``result['haze@3']``); iterate over the
-    :class:`ConditionPrediction` entries.
+    :class:`ConditionPrediction` entries; ``keys()``, ``values()``, ``items()`` and ``in``
+    as on a dict keyed by condition.
 
     Attributes:
         source: the image's path, or ``'<array>'``.
@@ -118,9 +119,20 @@ class ConditionPredictions:
     ignore_index: int
     entries: Tuple[ConditionPrediction, ...]
 
-    @property
     def keys(self) -> List[str]:
+        """The condition keys, in order (as a dict's ``keys()``)."""
         return [entry.key for entry in self.entries]
+
+    def values(self) -> List[ConditionPrediction]:
+        """The entries, in order."""
+        return list(self.entries)
+
+    def items(self) -> List[Tuple[str, ConditionPrediction]]:
+        """``(condition key, entry)`` pairs, in order (as a dict's ``items()``)."""
+        return [(entry.key, entry) for entry in self.entries]
+
+    def __contains__(self, key: object) -> bool:
+        return any(entry.key == key for entry in self.entries)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -133,7 +145,7 @@ class ConditionPredictions:
             for entry in self.entries:
                 if entry.key == index:
                     return entry
-            raise KeyError(f'no condition {index!r} in this result; it has {self.keys}')
+            raise KeyError(f'no condition {index!r} in this result; it has {self.keys()}')
         return self.entries[index]
 
 

@@ -176,11 +176,15 @@ def show_conditions(result: ConditionPredictions, out_file: str, *,
         classes += [f'class {i}' for i in range(len(classes), num_classes)]
     with_labels = any(e.label is not None for e in result)
     rows, columns = (3 if with_labels else 2), len(result)
+    # panels as tall as the images are for their width (a wide image in square panels
+    # left blank bands between the rows); the titles and legend below get their own room
+    height, width = np.asarray(next(iter(result)).image).shape[:2]
+    panel_height = PANEL_INCHES * min(4.0, max(0.25, height / max(1, width)))
     plt = agg_pyplot()
     fig, axes = plt.subplots(rows, columns, squeeze=False, layout=FIGURE_LAYOUT,
                              figsize=(PANEL_INCHES * columns,
-                                      PANEL_INCHES * rows + 0.25 * math.ceil(
-                                          num_classes / max(1, 2 * columns)) + 0.4))
+                                      (panel_height + 0.12) * rows + 0.25 * math.ceil(
+                                          num_classes / max(1, 2 * columns)) + 0.5))
     ignored = False
     try:
         for column, entry in enumerate(result):

@@ -100,7 +100,9 @@ def test_segmentation_equals_the_robustness_loop(seg, seg_result, tmp_path):
     model, checkpoint, root = seg
     result = seg_result
     assert isinstance(result, ConditionPredictions)
-    assert result.keys == CONDITIONS and result.key == SEG_IMAGE
+    assert result.keys() == CONDITIONS and result.key == SEG_IMAGE
+    assert [k for k, _ in result.items()] == CONDITIONS and 'clean' in result
+    assert result.values()[0] is result['clean'] and 'fog@1' not in result
     loop = _loop_predictions(SEG_DEMO_CONFIG, checkpoint, root, str(tmp_path), model,
                              SEG_IMAGE)
     for key in CONDITIONS:
@@ -149,7 +151,7 @@ def test_an_attack_on_one_image_is_the_loops(seg, seg_result, tmp_path):
     attacks = dict(pgd=dict(eps=[4], steps=2, corruptions=['haze'], severities=[3]))
     result = predict_conditions(model, path, ['clean', 'haze@3'], attacks=attacks,
                                 label=osp.join(root, 'ann_dir', 'val', SEG_IMAGE))
-    assert result.keys == ['clean', 'haze@3', 'adv/pgd_eps4', 'adv/pgd_eps4/haze@3']
+    assert result.keys() == ['clean', 'haze@3', 'adv/pgd_eps4', 'adv/pgd_eps4/haze@3']
     for key, base in (('adv/pgd_eps4', 'clean'), ('adv/pgd_eps4/haze@3', 'haze@3')):
         delta = result[key].image.astype(np.float64) - result[base].image.astype(np.float64)
         assert 0 < np.abs(delta).max() <= 4 * (1 + 1e-5), key
@@ -271,6 +273,22 @@ def test_the_grid_has_one_column_per_condition(seg_result, det_result, tmp_path)
     assert 4 * panel * 0.9 < width3 < 4 * panel * 1.3 and height3 < height - panel * 0.8
     with pytest.raises(ValueError, match='opacity'):
         show_conditions(two, str(tmp_path / 'bad.png'), opacity=2)
+
+
+def test_a_wide_image_gets_panels_of_its_shape(seg, tmp_path):
+    """Panels as tall as the image is for its width: a 1:2 image in square panels left a
+    blank band between the rows."""
+    model, _, root = seg
+    square = mmcv.imread(osp.join(root, 'img_dir', 'val', SEG_IMAGE))
+    sizes = {}
+    for name, array in (('square', square), ('wide', np.concatenate([square, square], 1))):
+        result = predict_conditions(model, array, ['clean', 'haze@3'], key=f'{name}.png')
+        sizes[name] = _png_size(show_conditions(result, str(tmp_path / f'{name}.png'),
+                                                dpi=50))
+    (square_w, square_h), (wide_w, wide_h) = sizes['square'], sizes['wide']
+    assert abs(wide_w - square_w) <= 4  # the same columns
+    # two rows of panels half as tall: 2 × 1.3 in of the 2 × 2.6 in less, at 50 dpi
+    assert square_h - wide_h == pytest.approx(2 * 1.3 * 50, abs=8), (square_h, wide_h)
 
 
 def test_the_tool_writes_the_grid(seg, tmp_path, capsys, monkeypatch):
