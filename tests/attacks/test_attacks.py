@@ -344,3 +344,34 @@ def test_worst_of_battery_and_image_choice_on_constructed_statistics():
     assert np.array_equal(chosen.areas, np.stack([a.areas[0], a.areas[1], b.areas[2]]))
     same, _ = worst_of_battery([a, a])
     assert np.array_equal(same.areas, a.areas)
+
+
+def test_the_worst_of_the_battery_is_never_above_one_attack():
+    """mIoU is pooled over the images, so the per-image choice can pool higher than one
+    attack alone: image 1 chosen from A (IoU 0 on a union of 10 pixels), image 2 from B
+    (0.49 of 100), while B's image 1 has IoU 0.005 on a union of 1000 — B alone pools
+    to 5.0, the choice to 44.5. The worst is B's number, and says so."""
+    from types import SimpleNamespace
+
+    from reobench_mm.analysis.attack_table import attack_block, attack_lines
+    from reobench_mm.evaluation.functional.image_stats import SegmentationImageStats
+    a = SegmentationImageStats(np.array([[[0, 5, 5]], [[50, 75, 75]]]))
+    b = SegmentationImageStats(np.array([[[5, 500, 505]], [[49, 74, 75]]]))
+    values = {name: s.recorded_value() for name, s in (('a', a), ('b', b))}  # 0-100
+    assert values['a'] == pytest.approx(100 * 50 / 110, abs=0.005) and \
+        values['b'] == pytest.approx(100 * 54 / 1100, abs=0.005)  # as mmseg rounds
+    rows = [dict(attack=name, type='pgd', eps='8', norm='linf', base='clean',
+                 key=f'adv/{name}_eps8', value=values[name], stats=SimpleNamespace(task=s))
+            for name, s in (('a', a), ('b', b))]
+    block = attack_block(rows, clean_value=60.0, metric='mIoU')
+    worst = block['worst'][0]
+    assert worst['images_per_attack'] == {'a': 1, 'b': 1}
+    assert worst['per_image_value'] == pytest.approx(100 * 49 / 110, abs=0.005)
+    assert worst['value'] == values['b'] and worst['source'] == 'b'
+    assert worst['value'] <= min(values.values())
+    text = '\n'.join(attack_lines(block))
+    assert 'b alone (the per-image choice, a: 1, b: 1, gives 44.55)' in text
+    # where the per-image choice is the lowest, it is the worst
+    rows[1]['value'] = values['b'] = b.recorded_value() + 60.0  # b made milder
+    block = attack_block(rows, clean_value=60.0, metric='mIoU')
+    assert block['worst'][0]['source'] == 'per image'
