@@ -28,6 +28,7 @@ from typing import NamedTuple
 from mmengine.config import Config
 from mmengine.runner import Runner
 
+from reobench_mm.analysis.result_blocks import block_console_lines
 from reobench_mm.analysis.results_file import read_results
 from reobench_mm.analysis.tables import paper_table_lines
 from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
@@ -204,20 +205,6 @@ def run_task(task: DemoTask, args: argparse.Namespace, data_changed: bool) -> st
     return outcome.report_files['results.json']
 
 
-def shift_rows(block) -> list:
-    """The ID -> OOD rows of a results file's shift sets."""
-    if not block:
-        return []
-    metric, out = block['metric'], []
-    for row in block['sets']:
-        interval = row.get('drop_ci')
-        bounds = f' [{interval[0]:.2f}, {interval[1]:.2f}]' if interval else ''
-        out.append(f'ID -> OOD {row["name"]} ({row["shift_type"]}): {metric} '
-                   f'{row["id"]:.2f} -> {row["ood"]:.2f}, drop {row["drop"]:.2f}{bounds} '
-                   f'({100 * row["relative_drop"]:.1f} %)')
-    return out
-
-
 def main() -> None:
     args = parse_args()
     # two warnings MMDetection/MMRotate print for every test batch of a rotated detector
@@ -237,7 +224,7 @@ def main() -> None:
         summary = read_results(results_json).summary
         for line in paper_table_lines(summary):
             print('    ' + line)
-        for line in shift_rows(summary.blocks.get('shifts')):
+        for line in block_console_lines(summary.blocks):
             print('    ' + line)
         print(f"    report: {osp.join(osp.dirname(results_json), 'report.md')}")
 

@@ -89,10 +89,12 @@ def main(argv=None) -> int:
         if outcome.manifest:
             print(f'shard manifest: {outcome.manifest}')
         if 'results.json' in outcome.report_files:
+            from reobench_mm.analysis.result_blocks import block_console_lines
             from reobench_mm.analysis.results_file import read_results
             from reobench_mm.analysis.tables import paper_table_lines
             summary = read_results(outcome.report_files['results.json']).summary
-            print('\n'.join(paper_table_lines(summary, caption=True)))
+            print('\n'.join(paper_table_lines(summary, caption=True)
+                            + block_console_lines(summary.blocks)))
     return 0
 
 

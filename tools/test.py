@@ -109,6 +109,7 @@ def main() -> int:
     from reobench_mm.fileio import dump_json_atomic, plain_float
     from reobench_mm.engine.workdir import restored_on_failure, wait_for_fresh_log_folder
     from reobench_mm.evaluation.keys import SEGMENTATION
+    from reobench_mm.robustness.options import robustness_options_given
     from reobench_mm.utils.config import prepare_test_config, tagged_path
     from reobench_mm.transforms.placement import condition_of, corruption_steps
 
@@ -117,7 +118,8 @@ def main() -> int:
         setup = prepare_test_config(
             args.config, args.checkpoint, work_dir=args.work_dir, out=args.out,
             show=args.show, show_dir=args.show_dir, wait_time=args.wait_time,
-            cfg_options=args.cfg_options, launcher=args.launcher, corruption=condition)
+            cfg_options=args.cfg_options, launcher=args.launcher, corruption=condition,
+            robustness=condition is None and robustness_options_given(args.cfg_options))
         checkpoint = read_checkpoint(args.checkpoint)  # before anything is written
     except (FileNotFoundError, KeyError, ValueError) as error:
         if isinstance(error, CheckpointError):

@@ -36,7 +36,7 @@ from .intervals import interval_of
 from .tables import fmt_estimate
 
 __all__ = ['attack_block', 'attack_lines', 'attack_metric_keys', 'worst_of_battery',
-           'plot_attack_curves', 'ATTACK_CURVES_PLOT']
+           'plot_attack_curves', 'ATTACK_CURVES_PLOT', 'attack_console_lines']
 
 #: The plot of the per-step curves.
 ATTACK_CURVES_PLOT = 'attack_curves.png'
@@ -198,6 +198,22 @@ def attack_lines(block: Mapping[str, Any], plot: Optional[str] = None) -> List[s
     if plot:
         lines += ['', f'![{metric} against the attack step]({plot})']
     return lines + ['']
+
+
+def attack_console_lines(block: Optional[Mapping[str, Any]]) -> List[str]:
+    """One line per attack condition and per worst of the battery, for a terminal."""
+    if not block:
+        return []
+    metric, out = block['metric'], []
+    for r in list(block['attacks']) + list(block['worst']):
+        if r.get('value') is None:
+            continue
+        name = r.get('attack') or f'worst of {", ".join(r["attacks"])}'
+        norm = ' (L2)' if r['norm'] == 'l2' else ''
+        on = '' if r['base'] == 'clean' else f' on {r["base"]}'
+        out.append(f'attack {name} ε {r["eps"]}{norm}{on}: {metric} {r["value"]:.2f}, drop '
+                   f'{r["drop"]:.2f} ({100 * r["relative_drop"]:.1f} %)')
+    return out
 
 
 def attack_metric_keys(block: Optional[Mapping[str, Any]]) -> Dict[str, float]:

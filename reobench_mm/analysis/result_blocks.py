@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..evaluation.keys import ATTACK_PREFIX, SHIFT_PREFIX
-from .attack_table import ATTACK_CURVES_PLOT, attack_lines, attack_metric_keys, plot_attack_curves
-from .shift_table import shift_lines, shift_metric_keys
+from .attack_table import (ATTACK_CURVES_PLOT, attack_console_lines, attack_lines,
+                           attack_metric_keys, plot_attack_curves)
+from .shift_table import shift_console_lines, shift_lines, shift_metric_keys
 
 __all__ = ['ResultBlock', 'RESULT_BLOCKS', 'result_block_names', 'get_result_block',
            'check_blocks', 'block_metric_keys', 'register_result_block',
-           'unregister_result_block']
+           'unregister_result_block', 'block_console_lines']
 
 Block = Mapping[str, Any]
 
@@ -54,6 +55,8 @@ class ResultBlock:
         report_lines: ``(block, plot files written) -> the lines of its report section``.
         plot_file: the file name of its plot (None: it has none).
         plot: ``(block, path) -> the path written, or None`` (with :attr:`plot_file`).
+        console_lines: ``block -> lines`` the tools print after the paper table (None:
+            none).
     """
     name: str
     prefix: str
@@ -61,6 +64,7 @@ class ResultBlock:
     report_lines: Callable[[Block, Sequence[str]], List[str]]
     plot_file: Optional[str] = None
     plot: Optional[Callable[[Block, str], Optional[str]]] = None
+    console_lines: Optional[Callable[[Block], List[str]]] = None
 
 
 def _shift_report(block: Block, plots: Sequence[str]) -> List[str]:
@@ -76,9 +80,10 @@ def _attack_report(block: Block, plots: Sequence[str]) -> List[str]:
 #: built-in ones; a registered kind of condition adds its own at the end:
 #: :func:`register_result_block`).
 RESULT_BLOCKS: List[ResultBlock] = [
-    ResultBlock('shifts', SHIFT_PREFIX, shift_metric_keys, _shift_report),
+    ResultBlock('shifts', SHIFT_PREFIX, shift_metric_keys, _shift_report,
+                console_lines=shift_console_lines),
     ResultBlock('attacks', ATTACK_PREFIX, attack_metric_keys, _attack_report,
-                ATTACK_CURVES_PLOT, plot_attack_curves),
+                ATTACK_CURVES_PLOT, plot_attack_curves, attack_console_lines),
 ]
 _BUILT_IN = tuple(b.name for b in RESULT_BLOCKS)
 
@@ -160,4 +165,14 @@ def block_metric_keys(blocks: Mapping[str, Block]) -> Dict[str, float]:
     for block in RESULT_BLOCKS:
         if blocks.get(block.name):
             out.update(block.metric_keys(blocks[block.name]))
+    return out
+
+
+def block_console_lines(blocks: Mapping[str, Block]) -> List[str]:
+    """What the tools print of every block in ``blocks`` after the paper table (each
+    block's ``console_lines``), in the table's order."""
+    out: List[str] = []
+    for block in RESULT_BLOCKS:
+        if blocks.get(block.name) and block.console_lines is not None:
+            out.extend(block.console_lines(blocks[block.name]))
     return out

@@ -30,7 +30,7 @@ from ..evaluation.keys import SHIFT_PREFIX
 from .intervals import interval_of
 from .tables import fmt_estimate
 
-__all__ = ['ShiftRow', 'shift_block', 'shift_lines', 'shift_metric_keys']
+__all__ = ['ShiftRow', 'shift_block', 'shift_lines', 'shift_metric_keys', 'shift_console_lines']
 
 ShiftRow = Dict[str, Any]
 
@@ -163,4 +163,20 @@ def shift_metric_keys(block: Optional[Mapping[str, Any]]) -> Dict[str, float]:
     if mean:
         out[f'{SHIFT_PREFIX}/avg'] = float(mean['ood'])
         out[f'{SHIFT_PREFIX}/avg_relative_drop'] = float(mean['relative_drop'])
+    return out
+
+
+def shift_console_lines(block: Optional[Mapping[str, Any]]) -> List[str]:
+    """One line per shift condition for a terminal: ``ID -> OOD <set> (<type>): <metric>
+    <ID> -> <OOD>, drop <drop> [<interval>] (<relative> %)``."""
+    if not block:
+        return []
+    metric, out = block['metric'], []
+    for row in block['sets']:
+        interval = row.get('drop_ci')
+        bounds = f' [{interval[0]:.2f}, {interval[1]:.2f}]' if interval else ''
+        on = '' if row.get('condition', 'clean') == 'clean' else f' + {row["condition"]}'
+        out.append(f'ID -> OOD {row["name"]}{on} ({row["shift_type"]}): {metric} '
+                   f'{row["id"]:.2f} -> {row["ood"]:.2f}, drop {row["drop"]:.2f}{bounds} '
+                   f'({100 * row["relative_drop"]:.1f} %)')
     return out

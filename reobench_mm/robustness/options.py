@@ -44,7 +44,8 @@ from .conditions.kinds import CONDITION_KINDS, ConditionKind
 __all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OPTIONS',
            'VALIDATION_OPTIONS',
            'VALIDATION_DEFAULTS', 'add_option_arguments', 'options_from_args',
-           'describe_options', 'registered_kind_options', 'with_config_options']
+           'describe_options', 'registered_kind_options', 'with_config_options',
+           'robustness_options_given']
 
 
 def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None,
@@ -57,6 +58,20 @@ def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None,
     option whose default is None says in ``default_text`` what None means."""
     return field(default=default, metadata=dict(help=help, cli=cli, off=off,
                                                  default_text=default_text))
+
+
+def _attack_argument(text: str) -> Tuple[str, List[float]]:
+    """``'pgd=4,8'`` -> ``('pgd', [4, 8])`` (the flag's form of an attack)."""
+    name, sep, budgets = text.partition('=')
+    try:
+        eps = [float(v) for v in budgets.split(',') if v.strip()] if sep else []
+    except ValueError:
+        eps = []
+    if not name.strip() or not eps:
+        raise argparse.ArgumentTypeError(
+            f'{text!r}: an attack is NAME=EPS[,EPS...] in pixel units (e.g. pgd=4,8); names '
+            f'{", ".join(ATTACK_KINDS)}')
+    return name.strip(), [int(e) if e.is_integer() else e for e in eps]
 
 
 def _is_int(value: Any) -> bool:
@@ -172,7 +187,10 @@ class RobustnessOptions:
         None, 'adversarial attacks evaluated as conditions of the run (worst-case '
         'robustness): {name: dict(eps=[...] in pixel units[, type=..., steps=..., '
         'alpha=..., random_start=..., losses=..., max_value=..., corruptions=..., '
-        f'severities=...])}} in the config; names (or type) {", ".join(ATTACK_KINDS)}')
+        f'severities=...])}} in the config; names (or type) {", ".join(ATTACK_KINDS)}; on '
+        'the command line NAME=EPS[,EPS...] each (e.g. fgsm=2,4 pgd=8: their defaults '
+        'otherwise)', dict(nargs='+', metavar='NAME=EPS', type=_attack_argument,
+                           config=True))
     kind_options: Any = _option(
         None, 'the options of condition kinds a plugin registered (register_condition_kind), '
         'option -> value; given as their own options (e.g. flips=dict(...)), collected here')
@@ -409,11 +427,29 @@ _FIELDS = frozenset(OPTION_NAMES)
 #: The options of ``RobustnessSweep`` and ``tools/robustness_test.py`` (the output folder
 #: is their work dir).
 SWEEP_OPTIONS = tuple(n for n in OPTION_NAMES if n != 'out_dir')
-#: The sweep's options without a command-line flag: the sweep takes them from the config's
-#: ``test_cfg`` when they are not given (``shifts``, ``corruption_files``, ``attacks``).
-CONFIG_ONLY_OPTIONS = tuple(n for n in SWEEP_OPTIONS if n != 'kind_options'
-                            and next(f for f in fields(RobustnessOptions)
-                                     if f.name == n).metadata['cli'] is None)
+#: The sweep's options that a config gives (without a command-line flag, or with a flag of
+#: a short form): the sweep takes them from the config's ``test_cfg`` when they are not
+#: given (``shifts``, ``corruption_files``, ``attacks``).
+CONFIG_ONLY_OPTIONS = tuple(
+    f.name for f in fields(RobustnessOptions)
+    if f.name in SWEEP_OPTIONS and f.name != 'kind_options'
+    and (f.metadata['cli'] is None or f.metadata['cli'].get('config', False)))
+
+
+def robustness_options_given(cfg_options: Optional[Mapping[str, Any]]) -> bool:
+    """Whether ``--cfg-options`` selected conditions only the robustness loop evaluates
+    (``test_cfg.attacks...``, ``test_cfg.shifts...``, ``test_cfg.corruptions=...``,
+    ``test_cfg.severities=...``, ``test_cfg.corruption_files...``, a registered kind's):
+    ``tools/test.py`` then runs that loop, as if ``test_cfg.type=RobustnessTestLoop`` had
+    been given too. Its other options alone (``force``, ``calibration``) do not: they
+    say how, not what, and stay refused by the single-condition loop with what to do."""
+    own = {'corruptions', 'severities', 'corruption_seeds', 'attacks', 'shifts',
+           'corruption_files', *registered_kind_options()}
+    for key in cfg_options or {}:
+        parts = str(key).split('.')
+        if len(parts) > 1 and parts[0] == 'test_cfg' and parts[1] in own:
+            return True
+    return False
 
 
 def registered_kind_options() -> Tuple[str, ...]:
@@ -489,7 +525,7 @@ def add_option_arguments(parser: argparse.ArgumentParser,
             continue
         default = _default(name, defaults)
         help_text = item.metadata['help']
-        kwargs = {k: v for k, v in cli.items() if k != 'flag'}
+        kwargs = {k: v for k, v in cli.items() if k not in ('flag', 'config')}
         kwargs['default'] = None  # not given: left out, so that the caller's defaults apply
         if item.type == 'bool':
             kwargs['action'] = 'store_false' if default else 'store_true'
@@ -524,6 +560,13 @@ def options_from_args(args: argparse.Namespace,
         value = getattr(args, name)
         if value is None:
             continue
+        if name == 'attacks':  # [(name, budgets), ...] as the config gives them
+            given = [n for n, _ in value]
+            twice = sorted({n for n in given if given.count(n) > 1})
+            if twice:
+                raise SweepError(f'--attacks names {twice[0]!r} twice: give its budgets '
+                                 f'once, comma-separated ({twice[0]}=2,4)')
+            value = {n: dict(eps=list(eps)) for n, eps in value}
         values[name] = (list(value) or None) if name == 'seen_corruptions' else value
     return values
 

@@ -120,7 +120,8 @@ class RobustnessSweep:
         self.options = self.options.replace(out_dir=self.work_dir)
 
         setup = prepare_test_config(config, checkpoint, work_dir=self.work_dir,
-                                    cfg_options=self.cfg_options, launcher=launcher)
+                                    cfg_options=self.cfg_options, launcher=launcher,
+                                    robustness=True)
         cfg = setup.cfg
         if self.options.calibration:  # refuses temperature scaling for detection
             calibration_metric_cfgs(get_task(setup.task), self.options.temperature_scaling)

@@ -408,7 +408,8 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
                         show_dir: Optional[str] = None, wait_time: float = 2,
                         cfg_options: Optional[dict] = None, launcher: str = 'none',
                         corruption: Union[Condition, Mapping[str, Any], None] = None,
-                        geometric: Optional[bool] = None) -> PreparedTest:
+                        geometric: Optional[bool] = None,
+                        robustness: bool = False) -> PreparedTest:
     """The test config as ``tools/test.py`` runs it, with the condition it applies.
 
     The condition comes from ``corruption`` (the command-line flags: a
@@ -425,6 +426,9 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
     ``out``: segmentation, a folder for the predicted label maps (IoUMetric
     ``output_dir``); detection, a ``.pkl`` file of the raw predictions (MMRotate's
     ``DumpResults``, added by the tool). Metrics go to ``{work_dir}/metrics_{tag}.json``.
+    With ``robustness`` (the robustness tools, or options of the robustness loop given in
+    ``--cfg-options test_cfg....``) a ``CorruptionTestLoop`` or ``TestLoop`` without a
+    condition becomes a ``RobustnessTestLoop`` keeping its options.
     """
     _check_checkpoint(checkpoint, 'checkpoint')
     cfg = _load(config, cfg_options, launcher)
@@ -437,6 +441,9 @@ def prepare_test_config(config: str, checkpoint: str, work_dir: Optional[str] = 
         else Condition.from_settings(corruption)
     override = condition is not None  # the command line wins over the config
     loop = cfg.get('test_cfg') or {}
+    if robustness and corruption is None and _loop_type(loop) in ('TestLoop', CORRUPTION_LOOP) \
+            and not any(loop.get(key) is not None for key in CONDITION_FIELDS):
+        loop['type'] = ROBUSTNESS_LOOP  # its options are the robustness loop's
     if _loop_type(loop) == 'TestLoop' and any(key in loop for key in CONDITION_FIELDS):
         # --cfg-options test_cfg.corruption=... on a config with MMEngine's TestLoop
         loop['type'] = CORRUPTION_LOOP

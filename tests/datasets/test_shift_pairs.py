@@ -208,3 +208,21 @@ def test_the_real_dota_sample_through_the_class_map_of_a_dior_r_model(tmp_path):
     assert results['real'] == ['airplane'] * len(names) and names == ['plane'] * 4
     mapping = _shift_base('dior-r_dota.py').dota_to_dior_r
     assert results['generated'] == [mapping[c] for c in classes if mapping[c]]
+
+
+def test_a_shipped_set_extended_as_the_manual_shows(tmp_path):
+    """A shipped shift set with corruptions on top, in the form the manual gives (the base
+    variable referenced without braces, extended in dict(...))."""
+    from reobench_mm.robustness.options import RobustnessOptions
+    derived = tmp_path / 'with_vaihingen.py'
+    derived.write_text(
+        f"_base_ = ['{SEG_DEMO_CONFIG}', "
+        f"'{osp.join(PROJECT_ROOT, 'configs', '_base_', 'shifts', 'vaihingen.py')}']\n"
+        "test_cfg = dict(type='RobustnessTestLoop', shifts=dict(vaihingen=dict(\n"
+        "    _base_.vaihingen_shift, corruptions=['cloud', 'gaussian_noise'], "
+        "severities=[3])))\n")
+    shifts = Config.fromfile(str(derived)).test_cfg.shifts.to_dict()
+    options = RobustnessOptions.create(dict(corruptions=['haze'], severities=[1],
+                                            shifts=shifts))
+    assert [c.key for c in options.conditions][-3:] == [
+        'shift/vaihingen', 'shift/vaihingen/cloud@3', 'shift/vaihingen/gaussian_noise@3']

@@ -16,7 +16,7 @@ from reobench_mm.evaluation.functional.condition_stats import read_stats_file
 
 from helpers import (DET_DEMO_CONFIG, SEG_DEMO_CONFIG, call_tool_command, run_tools_together,
                      toolbox_file)
-from sweep_helpers import condition_records, robustness_cfg
+from sweep_helpers import condition_records, robustness_cfg, untrained_checkpoint
 
 SEG_ATTACKS = dict(pgd=dict(eps=[0, 2, 8], steps=3), fgsm=dict(eps=[8]),
                    segpgd=dict(eps=[8], steps=3), cospgd=dict(eps=[8], steps=3),
@@ -287,3 +287,50 @@ def test_mmseg_tools_test_runs_an_attack_condition(demo_data, trained_seg_checkp
     swept = condition_records(str(tmp_path / 'sweep'))
     assert sorted(swept) == sorted(records)
     assert swept['adv/pgd_eps4']['metrics'] == records['adv/pgd_eps4']['metrics']
+
+
+def test_the_sweep_tool_takes_attacks_as_a_flag_or_option_and_prints_their_rows(
+        demo_data, tmp_path, capsys):
+    """--attacks NAME=EPS on the sweep tool, test_cfg.attacks in --cfg-options on a config
+    whose test_cfg is the single-condition loop (the tool selects the robustness loop),
+    and the printout after the paper table: each attack's row and each shift set's."""
+    from helpers import call_tool
+    data_root = osp.join(demo_data, 'potsdam')
+    checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+    shifted = dict(type='PotsdamDataset', data_root=osp.join(demo_data, 'potsdam_shifted'),
+                   data_prefix=dict(img_path='img_dir/val', seg_map_path='ann_dir/val'))
+    derived = tmp_path / 'with_shift.py'
+    derived.write_text(f"_base_ = ['{SEG_DEMO_CONFIG}']\n"
+                       "test_cfg = dict(type='CorruptionTestLoop')\n")
+    common = ['--corruptions', 'haze', '--severities', '1', '--no-plots', '--cfg-options',
+              f'test_dataloader.dataset.data_root={data_root}', 'test_dataloader.num_workers=0',
+              'test_dataloader.persistent_workers=False', 'log_level=WARNING',
+              'test_cfg.shifts.s.shift_type=sensor',
+              *[f'test_cfg.shifts.s.dataset.{k}={v}' for k, v in
+                (('type', 'PotsdamDataset'), ('data_root', shifted['data_root']),
+                 ('data_prefix.img_path', 'img_dir/val'),
+                 ('data_prefix.seg_map_path', 'ann_dir/val'))]]
+    assert call_tool('robustness_test.py', [derived, checkpoint, '--work-dir',
+                                            tmp_path / 'flag', '--attacks', 'fgsm=2,4',
+                                            *common]) == 0
+    printed = capsys.readouterr().out
+    assert 'attack fgsm ε 2: mIoU ' in printed and 'attack fgsm ε 4: mIoU ' in printed
+    assert 'ID -> OOD s (sensor): mIoU ' in printed
+    flagged = condition_records(str(tmp_path / 'flag'))
+    assert sorted(flagged) == ['adv/fgsm_eps2', 'adv/fgsm_eps4', 'clean', 'haze@1', 'shift/s']
+    # the same attacks as a config option: the same records
+    assert call_tool('robustness_test.py', [derived, checkpoint, '--work-dir',
+                                            tmp_path / 'option', *common,
+                                            'test_cfg.attacks.fgsm.eps=[2,4]']) == 0
+    option = condition_records(str(tmp_path / 'option'))
+    assert option['adv/fgsm_eps4']['metrics'] == flagged['adv/fgsm_eps4']['metrics']
+    # and through tools/test.py: the conditions given as options select the loop
+    assert call_tool('test.py', [derived, checkpoint, '--work-dir', tmp_path / 'test_tool',
+                                 '--cfg-options', *common[6:], 'test_cfg.attacks.fgsm.eps=[2]',
+                                 'test_cfg.corruptions=[haze]', 'test_cfg.severities=[1]',
+                                 'test_cfg.plots=False']) == 0
+    tested = condition_records(str(tmp_path / 'test_tool'))
+    assert tested['adv/fgsm_eps2']['metrics'] == flagged['adv/fgsm_eps2']['metrics']
+    # a bad flag: one line naming the form
+    assert call_tool('robustness_test.py', [derived, checkpoint, '--attacks', 'fgsm']) == 2
+    assert "'fgsm': an attack is NAME=EPS[,EPS...]" in capsys.readouterr().err
