@@ -45,7 +45,7 @@ from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES,
 from ..evaluation.functional.condition_stats import ImageStats
 from .intervals import check_same_images, interval_of, summary_numbers
 
-__all__ = ['DEFAULT_PERMUTATIONS', 'swap_masks', 'permutation_p_values',
+__all__ = ['DEFAULT_PERMUTATIONS', 'swap_masks', 'permutation_p_values', 'smallest_p_value',
            'benjamini_hochberg', 'kendall_tau_b_rows', 'PairedNumbers', 'paired_numbers',
            'flip_p_value', 'ModelNumbers', 'model_numbers']
 
@@ -64,6 +64,15 @@ def swap_masks(num_images: int, permutations: int, seed: int) -> Tuple[np.ndarra
         return grid, True
     rng = np.random.default_rng(seed)
     return rng.random((permutations, num_images)) < 0.5, False
+
+
+def smallest_p_value(num_images: int, exact: bool, permutations: int) -> float:
+    """The smallest two-sided p-value the paired test can give on ``num_images`` images:
+    ``2 / 2**N`` when every swap is enumerated (only the observed assignment and its
+    mirror are as extreme), ``2 / (R + 1)`` with ``R`` random swaps."""
+    if exact:
+        return min(1.0, 2.0 / 2.0 ** num_images)
+    return min(1.0, 2.0 / (permutations + 1))
 
 
 def permutation_p_values(observed: np.ndarray, null: np.ndarray, exact: bool

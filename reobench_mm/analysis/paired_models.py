@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from .model_set import ModelSet
 from .result_blocks import RESULT_BLOCKS
 from .tables import column_title, fmt_number, markdown_table
 from .paired import (DEFAULT_PERMUTATIONS, PairedNumbers, benjamini_hochberg, flip_p_value,
-                     kendall_tau_b_rows, model_numbers, paired_numbers)
+                     kendall_tau_b_rows, model_numbers, paired_numbers, smallest_p_value)
 
 __all__ = ['PairedModels', 'paired_models', 'DEFAULT_ALPHA', 'numbers_of_table',
            'blocks_not_paired',
@@ -267,6 +267,50 @@ def _cell(paired: PairedNumbers, adjusted: Dict[str, float], name: str, alpha: f
     return text + (' *' if math.isfinite(p) and p <= alpha else '')
 
 
+def _reach_lines(result: PairedModels, columns: Sequence[str]) -> List[str]:
+    """What the test can and cannot say with this many images, and where the intervals
+    and the test disagree (and why), under the table."""
+    tests = sum(1 for adjusted in result.adjusted.values()
+                for p in adjusted.values() if math.isfinite(p))
+    floor = smallest_p_value(result.images, result.exact, result.permutations)
+    lines = []
+    if floor * tests > result.alpha and tests:
+        needed = next(n for n in range(1, 64)
+                      if smallest_p_value(n, True, 2 ** n) * tests <= result.alpha)
+        lines.append(
+            f'With {result.images} images the paired test cannot give p below '
+            f'{floor:.3g}; after the correction over the {tests} numbers a difference alone '
+            f'needs p ≤ {result.alpha / tests:.3g}, so '
+            + ('no difference can be marked' if floor > result.alpha else
+               f'a difference is marked only where many are as extreme (at best '
+               f'{min(1.0, floor * tests):.3g} alone)')
+            + f'. {needed} images or more lift that limit.')
+    agree = disagree_interval = disagree_test = 0
+    for model, paired in result.versus.items():
+        for name in columns:
+            interval = paired.interval.get(name)
+            p = result.adjusted[model].get(name, math.nan)
+            if not interval or not math.isfinite(p):
+                continue
+            excludes = interval[0] > 0 or interval[1] < 0
+            marked = p <= result.alpha
+            agree += excludes == marked
+            disagree_interval += excludes and not marked
+            disagree_test += marked and not excludes
+    if disagree_interval:
+        lines.append(
+            f'{disagree_interval} interval(s) exclude zero without a mark: the percentile '
+            'bootstrap interval describes how the difference varies over resampled '
+            f'images and is too narrow with few images (here {result.images}); the test asks '
+            'whether the difference could be chance when the two models are exchangeable '
+            'on every image, corrected for testing many numbers. Read such a difference '
+            'as not shown.')
+    if disagree_test:
+        lines.append(f'{disagree_test} marked difference(s) have an interval containing '
+                     'zero: the test is exact under its hypothesis, the interval approximate.')
+    return lines + [''] if lines else []
+
+
 def paired_markdown(result: PairedModels, model_set: ModelSet) -> List[str]:
     """The report's section on the paired tests."""
     level = f'{100 * result.level:g} %'
@@ -287,6 +331,7 @@ def paired_markdown(result: PairedModels, model_set: ModelSet) -> List[str]:
     rows = [[model] + [_cell(paired, result.adjusted[model], c, result.alpha)
                        for c in columns] for model, paired in result.versus.items()]
     lines += markdown_table(header, rows) + ['']
+    lines += _reach_lines(result, columns)
     lines += ['### Kendall τ with intervals', '',
               f'τ-b between the clean ranking and the ranking under each corruption mean '
               f'and Avg, with its {level} bootstrap interval over the images.', '']

@@ -179,3 +179,37 @@ def test_models_of_other_images_are_refused_naming_them():
         paired_numbers(a, b, [])
     with pytest.raises(ValueError, match='other conditions'):
         paired_numbers(a, {NOISE: _stats([1, 2, 3])}, [])
+
+
+def test_the_smallest_p_value_and_what_the_report_says_of_it():
+    """6 images: every one favours A, so the exact test is at its floor, 2/64, which scipy
+    gives too; the report says that no difference can be marked after the correction
+    and why the intervals (which exclude zero) disagree."""
+    from reobench_mm.analysis.paired import smallest_p_value
+    from reobench_mm.analysis.paired_models import PairedModels, _reach_lines
+    a, b = [500, 510, 520, 530, 540, 550], [400, 405, 410, 415, 420, 425]
+    paired = paired_numbers({CLEAN: _stats(a), NOISE: _stats(a)},
+                            {CLEAN: _stats(b), NOISE: _stats(b)}, ['gaussian_noise'],
+                            permutations=1999, resamples=200)
+    reference = stats.permutation_test(
+        (_per_image(a), _per_image(b)), lambda x, y, axis: x.mean(axis) - y.mean(axis),
+        permutation_type='samples', vectorized=True, n_resamples=np.inf)
+    floor = smallest_p_value(6, True, 64)
+    assert paired.p_value['clean']['two-sided'] == pytest.approx(reference.pvalue) == floor \
+        == 2 / 64
+    assert smallest_p_value(20, False, 1999) == pytest.approx(2 / 2000)
+    names = ['clean', 'avg', 'delta_tp', 'gaussian_noise@mean']
+    adjusted = dict(zip(names, benjamini_hochberg([paired.p_value[n]['two-sided']
+                                                   for n in names])))
+    result = PairedModels('B', {'A': paired}, {'A': adjusted}, {}, images=6,
+                          permutations=paired.permutations, exact=True)
+    text = ' '.join(_reach_lines(result, names))
+    assert 'With 6 images the paired test cannot give p below 0.0312' in text
+    assert 'a difference alone needs p ≤ 0.0125' in text and '8 images or more' in text
+    assert 'marked only where many are as extreme (at best 0.125 alone)' in text
+    assert 'without a mark' not in text  # three numbers at the floor: marked, as intervals
+    strict = PairedModels('B', {'A': paired}, {'A': adjusted}, {}, images=6,
+                          permutations=paired.permutations, exact=True, alpha=0.01)
+    text = ' '.join(_reach_lines(strict, names))
+    assert 'so no difference can be marked' in text
+    assert '3 interval(s) exclude zero without a mark' in text

@@ -257,11 +257,13 @@ def test_a_misplaced_training_corruption_in_a_worker_is_one_line(demo_data, tmp_
 
 
 #: Tools whose --help needs no OpenMMLab: their options are plain arguments. (The sweep,
-#: data-budget, recipe, drift and comparison tools build their options from the package's
+#: data-budget, recipe, drift and fine-tuning tools build their options from the package's
 #: option definitions, and the demo is a driver: their --help imports the plugin.)
 LIGHT_HELP_TOOLS = ('test.py', 'train.py', 'robustness_merge.py', 'make_demo_data.py',
                     'condition_inference.py',
                     'analysis_tools/robustness_table.py',
+                    'analysis_tools/robustness_compare.py', 'analysis_tools/shift_analysis.py',
+                    'analysis_tools/mitigation_table.py',
                     'analysis_tools/visualize_corruptions.py',
                     'dataset_converters/potsdam.py', 'dataset_converters/dior_r.py',
                     'model_converters/convert_checkpoint.py',
@@ -344,3 +346,14 @@ def test_every_flag_says_what_it_does(monkeypatch):
     for field in fields(RobustnessOptions):
         if field.type == 'bool' and field.metadata['cli'] is not None:
             assert field.metadata['off'], f'{field.name} has no help for its off flag'
+
+
+def test_the_light_tools_help_names_the_constants_it_cannot_import(monkeypatch):
+    """robustness_compare.py's --help cannot import the analysis modules (they load torch):
+    the values its help states are those modules' own."""
+    from reobench_mm.analysis.effective_robustness import FIT_SPACES
+    from reobench_mm.analysis.groups import DEFAULT_DRAWS
+    actions = {a.dest: a for a in _parser_of('tools/analysis_tools/robustness_compare.py',
+                                             monkeypatch)._actions}
+    assert all(f"'{space}'" in actions['space'].help for space in FIT_SPACES)
+    assert f'(default {DEFAULT_DRAWS})' in actions['drift_permutations'].help

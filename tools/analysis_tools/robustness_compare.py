@@ -36,13 +36,11 @@ import argparse
 import os.path as osp
 import sys
 import warnings
-from typing import List, Optional
+from typing import Any, List, Optional
 
-from reobench_mm.analysis.compare import compare_models, cross_model_markdown, write_cross_model
-from reobench_mm.analysis.effective_robustness import FIT_SPACES
-from reobench_mm.analysis.groups import DEFAULT_DRAWS, parse_group_spec, read_groups_file
-from reobench_mm.analysis.rank_report import RankOptions
-from reobench_mm.analysis.rank_stability import parse_measure_condition, parse_severity_pair
+# --help imports none of the package (its import loads torch and the toolboxes): the
+# analysis modules are imported once the arguments are parsed; the help texts that name
+# their constants are checked against them (tests/tools/test_cli_errors.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,8 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help='bootstrap resamples of the models (0: none; default '
                         '%(default)s)')
     parser.add_argument('--seed', type=int, default=0, help='bootstrap seed')
-    parser.add_argument('--space', choices=FIT_SPACES, default='linear',
-                        help='space of the line fit (default: %(default)s)')
+    parser.add_argument('--space', default='linear',
+                        help="space of the line fit, 'linear' or 'logit' (default: "
+                        '%(default)s)')
     parser.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
     parser.add_argument('--no-paired', action='store_true',
                         help='skip the paired tests on the per-image statistics')
@@ -88,6 +87,12 @@ def parse_args(parser: argparse.ArgumentParser,
                argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse and check the arguments (argparse errors for bad input)."""
     args = parser.parse_args(argv)
+    from reobench_mm.analysis.effective_robustness import FIT_SPACES
+    from reobench_mm.analysis.groups import DEFAULT_DRAWS
+    if args.space not in FIT_SPACES:
+        parser.error(f'--space must be one of {", ".join(FIT_SPACES)}, got {args.space!r}')
+    if args.drift_permutations is None:
+        args.drift_permutations = DEFAULT_DRAWS
     if len(args.results) < 2:
         parser.error('at least 2 results files are needed to compare models')
     for path in args.results + (args.shift_results or []):
@@ -139,8 +144,10 @@ def add_rank_arguments(parser: argparse.ArgumentParser) -> None:
                        help='one label per dataset, the compared one first')
 
 
-def rank_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RankOptions:
-    """The :class:`RankOptions` of the parsed arguments (argparse errors for bad input)."""
+def rank_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    """The ``RankOptions`` of the parsed arguments (argparse errors for bad input)."""
+    from reobench_mm.analysis.rank_report import RankOptions
+    from reobench_mm.analysis.rank_stability import parse_measure_condition, parse_severity_pair
     try:
         references = [parse_measure_condition(t) for t in args.rank_reference]
         targets = [parse_measure_condition(t) for t in args.rank_target]
@@ -182,15 +189,15 @@ def add_group_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument('--drift', nargs='+', metavar='[MODEL=]DRIFT.json',
                        help='representation_drift.json of every model: in the order of '
                        'the results files, or each named MODEL=PATH')
-    group.add_argument('--drift-permutations', type=int, default=DEFAULT_DRAWS,
-                       help='permutations of the CKA correlation test (default '
-                       '%(default)s)')
+    group.add_argument('--drift-permutations', type=int, default=None,
+                       help='permutations of the CKA correlation test (default 100000)')
 
 
 def group_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Read and merge the groupings (``args.groupings``: None without any) and the drift
     files (``args.drift_paths``: a list by order, a dict by name, or None); argparse
     errors for bad input. Model names are checked by the comparison."""
+    from reobench_mm.analysis.groups import parse_group_spec, read_groups_file
     groupings = {}
     try:
         for path in args.groups:
@@ -225,6 +232,8 @@ def group_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
+    from reobench_mm.analysis.compare import (compare_models, cross_model_markdown,
+                                              write_cross_model)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         comparison = compare_models(args.results, names=args.names,

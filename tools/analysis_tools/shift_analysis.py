@@ -18,8 +18,8 @@ import os.path as osp
 import sys
 from typing import List, Optional
 
-from reobench_mm.analysis.shift_report import write_shift_analysis
-from reobench_mm.analysis.shifts import analyze_shifts, load_shift_points
+# --help imports none of the package (its import loads torch and the toolboxes): the
+# analysis modules are imported once the arguments are parsed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +58,8 @@ def parse_args(parser: argparse.ArgumentParser,
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
+    from reobench_mm.analysis.shift_report import write_shift_analysis
+    from reobench_mm.analysis.shifts import analyze_shifts, load_shift_points
     points, metric = load_shift_points(args.pairs)
     analysis = analyze_shifts(points, n_bootstrap=args.bootstrap, seed=args.seed,
                               confidence=args.confidence)
