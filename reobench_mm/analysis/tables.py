@@ -183,8 +183,8 @@ def _best(table: ComparisonTable, key: str, digits: int) -> Optional[float]:
 
 def comparison_markdown(table: ComparisonTable, digits: int = 2) -> str:
     """Markdown table like REOBench Tables 2/3, the best value per column in bold
-    (highest; lowest for ΔTP; ties all bold), followed by the table's warnings as a
-    list."""
+    (highest; lowest for ΔTP; ties all bold), the note of what the bold means
+    (:data:`BOLD_NOTE`), then the table's warnings as a list."""
     keys = ['clean'] + table.columns + ['avg', 'delta_tp']
     best = {k: _best(table, k, digits) for k in keys}
     header = ['Model', 'Backbone'] + paper_header(table.columns)
@@ -194,9 +194,17 @@ def comparison_markdown(table: ComparisonTable, digits: int = 2) -> str:
         rows.append([str(row['model']), row['backbone'] or MISSING] +
                     table.paper_row(row).cells(table.columns, digits, bold))
     lines = markdown_table(header, rows, align_left=2)
+    lines += ['', BOLD_NOTE]
     if table.warnings:
         lines += [''] + [f'- {message}' for message in table.warnings]
     return '\n'.join(lines) + '\n'
+
+
+#: Under a table of several models: what the bold does not say.
+BOLD_NOTE = ('Bold: the best value of each column as written, not a significant '
+             'difference (with a few test images a few hundredths are noise); '
+             '`tools/analysis_tools/robustness_compare.py` tests the differences on the '
+             'same images.')
 
 
 def comparison_csv_text(table: ComparisonTable, digits: Optional[int] = 2,

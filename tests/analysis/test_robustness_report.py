@@ -477,7 +477,9 @@ def test_robustness_table_tool(tmp_path, capsys):
     # A: cloud 60, haze 65 -> Avg 62.5, ΔTP 7.5; B: cloud 50, haze 67 -> Avg 58.5, ΔTP 16.5
     assert lines[2] == '| ModelA | ViT-B | 70.00 | **60.00** | 65.00 | **62.50** | **7.50** |'
     assert lines[3] == '| folder_b | – | **75.00** | 50.00 | **67.00** | 58.50 | 16.50 |'
-    assert lines[4] == '' and lines[5].startswith('- restricted, as asked')
+    assert lines[4] == '' and lines[5].startswith('Bold: the best value of each column as '
+                                                  'written, not a significant difference')
+    assert lines[6] == '' and lines[7].startswith('- restricted, as asked')
     assert '- ModelA: conditions left out (not in every file): cloud@2, rotate@1' in lines
     with open(out_csv, newline='') as handle:
         rows = list(csv.DictReader(handle))

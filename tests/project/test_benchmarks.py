@@ -30,6 +30,8 @@ def _arguments(script, demo_data, tmp_path):
                                     '--corruptions', 'cloud', '--severities', '1',
                                     '--repeats', '1', '--train-iters', '1'],
         'import_time.py': ['--runs', '1'],
+        'precision_speed.py': ['--repeats', '1', '--images', '1', '--data-root', demo_data,
+                               '--tasks', 'segmentation'],
         # (the memory target is for large images: small ones are dominated by fixed costs)
         'large_image_memory.py': ['--size', '1024', '--repeats', '1', '--protocols',
                                   'reobench', '--corruptions', 'rotate', 'translate'],
@@ -42,9 +44,8 @@ def _arguments(script, demo_data, tmp_path):
 def test_every_benchmark_is_covered():
     assert SCRIPTS == ['attack_step_cost.py', 'bootstrap_intervals.py', 'corruption_speed.py',
                        'fan_out_speed.py', 'gpu_device_check.py', 'image_stats_overhead.py',
-                       'import_time.py',
-                       'large_image_memory.py', 'sweep_overhead.py',
-                       'torch_corruption_speed.py']
+                       'import_time.py', 'large_image_memory.py', 'precision_speed.py',
+                       'sweep_overhead.py', 'torch_corruption_speed.py']
 
 
 # Scripts run in a process of their own because that is what they measure; the others run
