@@ -2,15 +2,16 @@
 
     python benchmarks/precision_speed.py [--data-root DIR] [--repeats 7] [--images 3]
 
-For the demo UperNet (Potsdam tiles) and the demo Oriented R-CNN (DIOR tiles), freshly
-initialised with a fixed seed, in one run and on the same images, it times the model's
+For the demo UperNet (Potsdam tiles), freshly initialised with a fixed seed, in one run
+and on the same images, it times the model's
 ``test_step`` per image in fp32 and under ``torch.autocast`` in bf16 — the context of
 ``RobustnessTestLoop(precision='bf16')``
 (:func:`reobench_mm.engine.precision.forward_precision`) — alternating the two so that a
 change of machine load biases neither, and prints the median ``bf16 / fp32`` time per
 task with whether this CPU has bf16 instructions (``avx512_bf16`` or ``amx_bf16`` in
 ``/proc/cpuinfo``): without them autocast emulates bf16 and is slower, with them it can
-be faster. There is no target: the number says what to expect on this machine.
+be faster. There is no target: the number says what to expect on this machine. (Rotated
+detectors run in fp32 only: :func:`reobench_mm.engine.precision.check_precision`.)
 """
 import argparse
 import os.path as osp
@@ -62,7 +63,7 @@ def main():
                         help='the demo data (tools/make_demo_data.py; made here if absent)')
     parser.add_argument('--repeats', type=int, default=7)
     parser.add_argument('--images', type=int, default=3, help='test images per round')
-    parser.add_argument('--tasks', nargs='+', default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument('--tasks', nargs='+', default=['segmentation'], choices=['segmentation'])
     args = parser.parse_args()
     if not osp.isdir(osp.join(args.data_root, 'potsdam')):
         from reobench_mm.datasets.synthetic import make_demo_data

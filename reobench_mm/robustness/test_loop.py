@@ -29,7 +29,7 @@ from reobench_corruptions.condition import Condition
 from ..engine.corruption_loop import empty_dataset_error
 from ..engine.hooks import CheckpointClassesHook
 from ..engine.losses import update_losses
-from ..engine.precision import forward_precision
+from ..engine.precision import check_precision, forward_precision
 from ..engine.workdir import WorkDirLock, quiet_log_write_errors
 from ..errors import SweepError
 from ..evaluation.evaluator_cfg import label_ignore_index
@@ -150,9 +150,6 @@ class RobustnessTestLoop(TestLoop):
         check_no_corruption_cfg(runner.cfg)
         quiet_log_write_errors(runner.logger)  # a full disk: one line, not tracebacks
         self.options = options = RobustnessOptions.create(options)
-        if fp16 and options.precision != 'fp32':
-            raise SweepError(f"test_cfg.fp16=True and precision={options.precision!r}: give "
-                             "one of them (precision='fp16' is what fp16=True asks for)")
         self.plan = options.plan
         cfg = runner.cfg
         #: corruptions of the protocol the model saw in training (report marks them)
@@ -160,6 +157,7 @@ class RobustnessTestLoop(TestLoop):
                                                  options.seen_corruptions)
         check_held_out(options.corruptions, self.seen_in_training, options.held_out_only)
         self.task: Task = get_task(infer_task(cfg))
+        check_precision(options.precision, fp16, self.task.name)
         check_task(options, self.task.name)
         ignore_index = _ignore_index(evaluator)
         evaluator = robustness_evaluator(evaluator, self.task, options.calibration,

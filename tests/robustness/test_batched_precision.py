@@ -57,3 +57,30 @@ def test_bad_precisions_are_refused(demo_data, tmp_path, trained_seg_checkpoint)
     with pytest.raises(SweepError, match='give one of them'):
         _run(SEG_DEMO_CONFIG, root, str(tmp_path / 'b'), trained_seg_checkpoint, fp16=True,
              precision='bf16')
+
+
+@pytest.mark.parametrize('precision', ['bf16', 'fp16'])
+def test_half_precision_is_refused_for_a_rotated_detector_before_the_run(
+        demo_data, tmp_path, precision):
+    """MMRotate's box post-processing needs float32: a half-precision forward ended inside
+    it (NumPy has no bfloat16; OpenCV's convex hull takes no float16). Refused when the loop
+    is built, nothing written; the reason is real (the forward fails that way)."""
+    import torch
+    checkpoint = untrained_checkpoint(DET_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+    cfg = robustness_cfg(DET_DEMO_CONFIG, osp.join(demo_data, 'dior'), str(tmp_path / 'w'),
+                         checkpoint, 1, corruptions=['haze'], severities=[3],
+                         precision=precision)
+    runner = Runner.from_cfg(cfg)
+    with pytest.raises(SweepError, match=rf"precision='{precision}' is for segmentation "
+                                         r"models: MMRotate's post-processing"):
+        runner.test()
+    assert not osp.exists(tmp_path / 'w' / 'conditions')
+    # what the refusal prevents
+    from reobench_mm.engine.precision import forward_precision
+    runner.model.eval()
+    batch = next(iter(Runner.build_dataloader(cfg.test_dataloader)))
+    import cv2
+    with pytest.raises((TypeError, cv2.error)) as failed, torch.no_grad(), \
+            forward_precision(precision, runner.model):
+        runner.model.test_step(batch)
+    assert 'BFloat16' in str(failed.value) or 'convexHull' in str(failed.value)
