@@ -60,7 +60,8 @@ def shift_block(rows: Sequence[ShiftRow], *, id_value: float, metric: str,
         rows: one per shift condition, in run order: ``name``, ``shift_type``,
             ``condition`` (``'clean'`` or the corruption on top, ``'cloud@3'``), ``key``
             (``'shift/<name>'``...), ``value`` (its metric, 0-100), ``images`` (its
-            number of images) and ``stats`` (its per-image statistics, or None).
+            number of images), ``stats`` (its per-image statistics, or None) and, where
+            its class map left classes unused or ignored, ``class_map_notes``.
         id_value: the clean metric of the test set; ``id_stats``: its per-image
             statistics (or None).
         metric: the metric's display name.
@@ -80,6 +81,8 @@ def shift_block(rows: Sequence[ShiftRow], *, id_value: float, metric: str,
                      condition=row['condition'], key=row['key'], images=row.get('images'),
                      id=id_value, ood=row['value'], drop=drop,
                      relative_drop=_relative(drop, id_value))
+        if row.get('class_map_notes'):
+            entry['class_map_notes'] = list(row['class_map_notes'])
         if intervals:
             ood = _replicates(row, counts, resamples, seed)
             drops = id_reps - ood
@@ -132,6 +135,11 @@ def shift_lines(block: Mapping[str, Any]) -> List[str]:
                      f'{fmt_estimate(s["id"])} | {fmt_estimate(s["ood"], s.get("ood_ci"))} | '
                      f'{fmt_estimate(s["drop"], s.get("drop_ci"))} | '
                      f'{fmt_estimate(s["relative_drop"], s.get("relative_drop_ci"), 100.0, 1)} |')
+    notes = {s['name']: s['class_map_notes'] for s in block['sets']
+             if s.get('class_map_notes')}
+    if notes:
+        lines += ['', 'Class maps (what each set\'s map left out of the comparison):', '']
+        lines += [f'- {name}: {"; ".join(text)}' for name, text in notes.items()]
     if block['means']:
         lines += ['', 'Means over the sets as they are (no corruption on top):', '',
                   f'| Shift type | Sets | OOD {metric} | Drop | Relative drop (%) |',

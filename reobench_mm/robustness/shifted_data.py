@@ -196,6 +196,9 @@ class ConditionData:
             dataset_config_sha256=hashlib.sha256(
                 canonical_json(cfg.get('dataset')).encode('utf-8')).hexdigest(),
             **dataset_fingerprint(dataset))
+        notes = (getattr(dataset, 'metainfo', None) or {}).get('class_map_notes')
+        if notes:  # what its class map left unused or ignored: the report says it
+            self._fingerprints[key]['class_map_notes'] = list(notes)
         return loader, steps
 
     def fingerprint(self, key: str, make_cfg: Callable[[], dict], what: str

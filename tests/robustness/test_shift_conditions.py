@@ -349,6 +349,11 @@ def test_a_map_written_for_all_dior_r_classes_serves_a_model_of_four(demo_data, 
                             plain=dict(shift_type='source', dataset=_dior_set(shifted))))
     metrics = Runner.from_cfg(cfg).test()
     assert metrics['shift/mapped/mAP'] == metrics['shift/plain/mAP'] > 0
+    # what the map left out is in the report, under the shift table
+    report = (tmp_path / 'run' / 'report.md').read_text(encoding='utf-8')
+    assert "Class maps (what each set's map left out of the comparison):" in report
+    assert '- mapped: ignored as the model lacks their class: airport (-> airport), ' in report
+    assert 'map entries the set has no class for: helicopter' in report
     # the same map refusing unused entries, and a target outside the map's classes
     from reobench_mm.structures.class_map import ClassMap
     with pytest.raises(ValueError, match="'helicopter', which is not a class of the test set"):

@@ -37,6 +37,7 @@ from ...analysis.shift_table import shift_block
 from ...errors import SweepError
 from .attacks import (AttackCondition, attack_conditions, attack_row, attacks_to_dict,
                           check_attack_task, parse_attacks)
+from ..fingerprint import SHIFT_SET_PART
 from ..plan import SweepPlan
 from .shifts import (ShiftCondition, parse_shifts, shift_conditions, shift_row,
                          shifts_to_dict)
@@ -118,7 +119,9 @@ class ConditionKind:
 def _shift_block(clean: Mapping[str, Any], clean_stats: Any, records: Records,
                  stats: Mapping[Any, Any], metric: str, intervals: Mapping[str, Any]) -> dict:
     rows = [shift_row(c, r['result']['value'], stats.get(c),
-                      None if stats.get(c) is None else stats[c].num_images)
+                      None if stats.get(c) is None else stats[c].num_images,
+                      ((r.get('fingerprint') or {}).get('data') or {}).get(
+                          SHIFT_SET_PART, {}).get('class_map_notes'))
             for c, r in records.items()]
     return shift_block(rows, id_value=clean['result']['value'], metric=metric,
                        id_stats=clean_stats, **intervals)
