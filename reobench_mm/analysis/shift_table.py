@@ -51,6 +51,42 @@ def _replicates(row: ShiftRow, counts: Dict[str, np.ndarray], resamples: int,
     return np.asarray(stats.task.values(counts[name]), dtype=np.float64)
 
 
+def _shared(row: ShiftRow, id_stats: Any, id_counts: Any, counts: Dict[str, np.ndarray],
+            resamples: int, seed: int, level: float) -> Dict[str, Any]:
+    """The like-for-like part of a row whose set can hold only some of the model's
+    classes (``row['compared_classes']``): the ID and OOD metric over those classes from
+    the per-image statistics, the drop and relative drop, with paired intervals when
+    ``id_counts`` (the ID resamples) are given; for detection, the detections of the other
+    classes on the set (no object of the set can match them: not scored, counted)."""
+    compared = row['compared_classes']
+    out: Dict[str, Any] = dict(compared_classes=list(compared['names']))
+    stats = row.get('stats')
+    if id_stats is None or stats is None:
+        out['shared_note'] = ('no per-image statistics: the ID side over these classes '
+                              'needs them')
+        return out
+    indices = list(compared['indices'])
+    id_shared = float(id_stats.task.values(classes=indices)[0])
+    ood_shared = float(stats.task.values(classes=indices)[0])
+    drop = id_shared - ood_shared
+    out.update(id_shared=id_shared, ood_shared=ood_shared, drop_shared=drop,
+               relative_drop_shared=_relative(drop, id_shared))
+    outside = getattr(stats.task, 'detections_outside', None)
+    if outside is not None:
+        out['detections_of_other_classes'] = outside(indices)
+    if id_counts is not None:
+        _replicates(row, counts, resamples, seed)  # the set's resamples, made once
+        ident = np.asarray(id_stats.task.values(id_counts, classes=indices), np.float64)
+        ood = np.asarray(stats.task.values(counts[row['name']], classes=indices), np.float64)
+        drops = ident - ood
+        with np.errstate(divide='ignore', invalid='ignore'):
+            relative = np.where(ident != 0, drops / ident, math.nan)
+        out.update(id_shared_ci=interval_of(ident, level),
+                   drop_shared_ci=interval_of(drops, level),
+                   relative_drop_shared_ci=interval_of(relative, level))
+    return out
+
+
 def shift_block(rows: Sequence[ShiftRow], *, id_value: float, metric: str,
                 id_stats: Any = None, resamples: int = 0, level: float = 0.95,
                 seed: int = 0) -> Dict[str, Any]:
@@ -69,10 +105,10 @@ def shift_block(rows: Sequence[ShiftRow], *, id_value: float, metric: str,
     """
     intervals = bool(resamples) and id_stats is not None and \
         all(r.get('stats') is not None for r in rows)
-    id_reps = None
+    id_reps = id_counts = None
     if intervals:
-        id_reps = np.asarray(id_stats.task.values(
-            resample_counts(id_stats.num_images, resamples, seed)), dtype=np.float64)
+        id_counts = resample_counts(id_stats.num_images, resamples, seed)
+        id_reps = np.asarray(id_stats.task.values(id_counts), dtype=np.float64)
     counts: Dict[str, np.ndarray] = {}
     sets, reps = [], []
     for row in rows:
@@ -91,6 +127,8 @@ def shift_block(rows: Sequence[ShiftRow], *, id_value: float, metric: str,
             entry.update(ood_ci=interval_of(ood, level), drop_ci=interval_of(drops, level),
                          relative_drop_ci=interval_of(relative, level))
             reps.append((ood, drops, relative))
+        if row.get('compared_classes'):
+            entry.update(_shared(row, id_stats, id_counts, counts, resamples, seed, level))
         sets.append(entry)
     plain = [i for i, s in enumerate(sets) if s['condition'] == 'clean']
     groups = {'all': plain}
@@ -115,6 +153,37 @@ def shift_block(rows: Sequence[ShiftRow], *, id_value: float, metric: str,
                 if intervals else None)
 
 
+def _shared_lines(block: Mapping[str, Any]) -> List[str]:
+    """The like-for-like table of the sets that can hold only some of the classes."""
+    rows = [s for s in block['sets'] if s.get('compared_classes')]
+    if not rows:
+        return []
+    metric = block['metric']
+    lines = ['', f'Like for like: a set that can hold only some of the model\'s classes (a '
+             f'mapped set) is compared on those, both sides ({metric} over the classes '
+             f'listed, from the per-image statistics; the ID {metric} of all classes beside '
+             'it). Detections of the other classes on such a set match no object; they are '
+             'counted here and left out of its score.', '',
+             f'| Shift set | Condition | Classes compared | ID {metric} (all) | ID {metric} '
+             f'(compared) | OOD {metric} (compared) | Drop | Relative drop (%) | Detections '
+             'of other classes |', '|---|---|---|---:|---:|---:|---:|---:|---:|']
+    for s in rows:
+        if s.get('id_shared') is None:
+            lines.append(f'| {s["name"]} | {s["condition"]} | '
+                         f'{", ".join(s["compared_classes"])} | {fmt_estimate(s["id"])} | '
+                         f'{s.get("shared_note", "n/a")} | | | | |')
+            continue
+        other = s.get('detections_of_other_classes')
+        lines.append(
+            f'| {s["name"]} | {s["condition"]} | {", ".join(s["compared_classes"])} | '
+            f'{fmt_estimate(s["id"])} | {fmt_estimate(s["id_shared"], s.get("id_shared_ci"))} | '
+            f'{fmt_estimate(s["ood_shared"])} | '
+            f'{fmt_estimate(s["drop_shared"], s.get("drop_shared_ci"))} | '
+            f'{fmt_estimate(s["relative_drop_shared"], s.get("relative_drop_shared_ci"), 100.0, 1)}'
+            f' | {"–" if other is None else other} |')
+    return lines
+
+
 def shift_lines(block: Mapping[str, Any]) -> List[str]:
     """The report's section on the shift sets (markdown lines)."""
     metric = block['metric']
@@ -135,6 +204,7 @@ def shift_lines(block: Mapping[str, Any]) -> List[str]:
                      f'{fmt_estimate(s["id"])} | {fmt_estimate(s["ood"], s.get("ood_ci"))} | '
                      f'{fmt_estimate(s["drop"], s.get("drop_ci"))} | '
                      f'{fmt_estimate(s["relative_drop"], s.get("relative_drop_ci"), 100.0, 1)} |')
+    lines += _shared_lines(block)
     notes = {s['name']: s['class_map_notes'] for s in block['sets']
              if s.get('class_map_notes')}
     if notes:
@@ -156,7 +226,9 @@ def shift_metric_keys(block: Optional[Mapping[str, Any]]) -> Dict[str, float]:
     """The logger keys of the shift sets: per set ``shift/<name>/<metric>``,
     ``shift/<name>/drop`` and ``shift/<name>/relative_drop`` (a corruption on top adds its
     condition: ``shift/<name>/cloud@3/<metric>``), and over all sets ``shift/avg``
-    (mean OOD metric) and ``shift/avg_relative_drop``."""
+    (mean OOD metric) and ``shift/avg_relative_drop``; for a set that can hold only some
+    of the classes also ``.../id_shared``, ``.../<metric>_shared``, ``.../drop_shared``
+    and ``.../relative_drop_shared`` (both sides over those classes)."""
     if not block:
         return {}
     metric, out = block['metric'], {}
@@ -167,6 +239,11 @@ def shift_metric_keys(block: Optional[Mapping[str, Any]]) -> Dict[str, float]:
         out[f'{base}/{metric}'] = float(s['ood'])
         out[f'{base}/drop'] = float(s['drop'])
         out[f'{base}/relative_drop'] = float(s['relative_drop'])
+        if s.get('id_shared') is not None:  # like for like: the classes the set can hold
+            out[f'{base}/id_shared'] = float(s['id_shared'])
+            out[f'{base}/{metric}_shared'] = float(s['ood_shared'])
+            out[f'{base}/drop_shared'] = float(s['drop_shared'])
+            out[f'{base}/relative_drop_shared'] = float(s['relative_drop_shared'])
     mean = block['means'].get('all')
     if mean:
         out[f'{SHIFT_PREFIX}/avg'] = float(mean['ood'])
@@ -184,7 +261,11 @@ def shift_console_lines(block: Optional[Mapping[str, Any]]) -> List[str]:
         interval = row.get('drop_ci')
         bounds = f' [{interval[0]:.2f}, {interval[1]:.2f}]' if interval else ''
         on = '' if row.get('condition', 'clean') == 'clean' else f' + {row["condition"]}'
-        out.append(f'ID -> OOD {row["name"]}{on} ({row["shift_type"]}): {metric} '
-                   f'{row["id"]:.2f} -> {row["ood"]:.2f}, drop {row["drop"]:.2f}{bounds} '
-                   f'({100 * row["relative_drop"]:.1f} %)')
+        line = (f'ID -> OOD {row["name"]}{on} ({row["shift_type"]}): {metric} '
+                f'{row["id"]:.2f} -> {row["ood"]:.2f}, drop {row["drop"]:.2f}{bounds} '
+                f'({100 * row["relative_drop"]:.1f} %)')
+        if row.get('id_shared') is not None:
+            line += (f'; on its {len(row["compared_classes"])} classes {row["id_shared"]:.2f} -> '
+                     f'{row["ood_shared"]:.2f}, drop {row["drop_shared"]:.2f}')
+        out.append(line)
     return out

@@ -109,6 +109,20 @@ def check_class_map_ignore(dataset: Any, ignore_index: Optional[int], what: str)
         raise SweepError(str(error)) from None
 
 
+def _compared_classes(meta: Mapping[str, Any]) -> Optional[Dict[str, list]]:
+    """``{'names', 'indices'}`` of the model's classes a class-mapped set can hold (the
+    targets its map sends a class to), or None when it can hold every class (or has no
+    map): its ID side is then compared on those classes only."""
+    mapping, classes = meta.get('class_map'), meta.get('classes')
+    if not isinstance(mapping, Mapping) or not classes:
+        return None
+    targets = {t for t in mapping.values() if t is not None}
+    indices = [i for i, name in enumerate(classes) if name in targets]
+    if len(indices) == len(classes):
+        return None
+    return dict(names=[classes[i] for i in indices], indices=indices)
+
+
 def _classes(dataset: Any) -> Optional[Tuple[str, ...]]:
     classes = (getattr(dataset, 'metainfo', None) or {}).get('classes')
     return None if classes is None else tuple(classes)
@@ -196,9 +210,12 @@ class ConditionData:
             dataset_config_sha256=hashlib.sha256(
                 canonical_json(cfg.get('dataset')).encode('utf-8')).hexdigest(),
             **dataset_fingerprint(dataset))
-        notes = (getattr(dataset, 'metainfo', None) or {}).get('class_map_notes')
-        if notes:  # what its class map left unused or ignored: the report says it
-            self._fingerprints[key]['class_map_notes'] = list(notes)
+        meta = getattr(dataset, 'metainfo', None) or {}
+        if meta.get('class_map_notes'):  # what its map left unused or ignored: reported
+            self._fingerprints[key]['class_map_notes'] = list(meta['class_map_notes'])
+        compared = _compared_classes(meta)
+        if compared is not None:  # a mapped set that can hold only some of the classes
+            self._fingerprints[key]['compared_classes'] = compared
         return loader, steps
 
     def fingerprint(self, key: str, make_cfg: Callable[[], dict], what: str

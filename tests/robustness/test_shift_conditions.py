@@ -226,6 +226,42 @@ def test_the_shift_block_against_direct_numpy():
     assert plain['sets'][0]['drop'] == far_row['drop']
 
 
+def test_a_mapped_set_is_compared_like_for_like():
+    """A model perfect on the class the shift set cannot hold (class 2): its all-class ID
+    is 64.44, over the set's two classes 46.67; the drop on those classes is the hand
+    computation, with paired intervals, keys and the report's table."""
+    ident = ImageStats([f'{i}.png' for i in range(4)], SegmentationImageStats(np.array(
+        [[[50, 100, 100], [60, 80, 80], [100, 100, 100]]] * 4)))
+    ood = ImageStats([f'o{i}.png' for i in range(3)], SegmentationImageStats(np.array(
+        [[[30, 100, 100], [40, 80, 80], [0, 20, 0]]] * 3)))
+    id_all = float(ident.task.values()[0])
+    row = dict(name='mapped', shift_type='source', condition='clean', key='shift/mapped',
+               value=float(ood.task.values()[0]), stats=ood, images=3,
+               compared_classes=dict(names=['a', 'b'], indices=[0, 1]))
+    block = shift_block([row], id_value=id_all, metric='mIoU', id_stats=ident,
+                        resamples=200, seed=1)
+    entry = block['sets'][0]
+    id_shared = 100 * np.mean([50 / 150, 60 / 100])
+    ood_shared = 100 * np.mean([30 / 170, 40 / 120])
+    assert id_all == pytest.approx(100 * np.mean([50 / 150, 60 / 100, 1.0]))
+    assert entry['id_shared'] == pytest.approx(id_shared)
+    assert entry['ood_shared'] == pytest.approx(ood_shared)
+    assert entry['drop_shared'] == pytest.approx(id_shared - ood_shared)
+    assert entry['relative_drop_shared'] == pytest.approx((id_shared - ood_shared) / id_shared)
+    assert entry['drop'] == pytest.approx(id_all - row['value'])  # all classes: larger
+    assert entry['drop'] > entry['drop_shared']
+    # every image alike: every resample gives the same numbers
+    assert entry['drop_shared_ci'] == pytest.approx([id_shared - ood_shared] * 2)
+    keys = shift_metric_keys(block)
+    assert keys['shift/mapped/id_shared'] == pytest.approx(id_shared)
+    assert keys['shift/mapped/drop_shared'] == pytest.approx(id_shared - ood_shared)
+    text = '\n'.join(shift_lines(block))
+    assert '| mapped | clean | a, b | 64.44 | 46.67 [46.67, 46.67] | 25.49 | 21.18' in text
+    # without per-image statistics it says why there is no like-for-like number
+    plain = shift_block([dict(row, stats=None)], id_value=id_all, metric='mIoU')
+    assert plain['sets'][0]['shared_note'].startswith('no per-image statistics')
+
+
 # ----------------------------------------------------------------------------- end to end
 @pytest.mark.slow
 def test_a_shifted_segmentation_set_equals_mmsegs_stock_tool(demo_data, tmp_path, seg_model):
@@ -486,6 +522,18 @@ def test_a_class_maps_ignored_pixels_take_the_evaluators_ignored_label(demo_data
     runner = Runner.from_cfg(runner.cfg)
     metrics = runner.test()
     assert metrics['shift/mapped/mIoU'] == metrics['shift/on_disk/mIoU']
+    # the mapped set cannot hold car: its ID side is also given without car (like for
+    # like, from the clean condition's per-image statistics); the set on disk has no map
+    shift = json.loads((tmp_path / 'run' / 'results.json').read_text())['numbers']['shifts']
+    row = next(s for s in shift['sets'] if s['name'] == 'mapped')
+    assert row['compared_classes'] == [c for c in POTSDAM_CLASSES if c != 'car']
+    from reobench_mm.analysis.results_file import read_results
+    clean = read_results(str(tmp_path / 'run' / 'results.json')).image_stats()
+    clean_stats = next(v for c, v in clean.items() if c.is_clean)
+    assert row['id_shared'] == pytest.approx(float(clean_stats.task.values(
+        classes=[0, 1, 2, 3, 5])[0]))
+    assert metrics['shift/mapped/drop_shared'] == pytest.approx(row['drop_shared'])
+    assert 'shift/on_disk/id_shared' not in metrics
     # a map that names another label is refused before anything is scored
     shifts = dict(mapped=dict(shift_type='sensor', dataset=mapped(ignore_index=255)))
     cfg = _runner(tmp_path, data_root, shifts, work='refused').cfg

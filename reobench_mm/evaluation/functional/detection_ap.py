@@ -21,7 +21,7 @@ than 10 times faster for 1,000 resamples (``benchmarks/bootstrap_intervals.py``)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -230,22 +230,32 @@ class DetectionImageStats:
                              'each image is drawn)')
         return weights
 
-    def mean_ap(self, weights=None) -> np.ndarray:
+    def mean_ap(self, weights=None, classes: Optional[Sequence[int]] = None) -> np.ndarray:
         """``(B,)`` mAP as ``DOTAMetric`` computes it (a fraction): per threshold the
         float32 mean AP of the classes with ground truth (0.0 when none has), then the
-        mean over the thresholds."""
+        mean over the thresholds; over ``classes`` only, given (the like-for-like number
+        of a shift set that can hold only those)."""
         weights = self._weights(weights)
         per_threshold = []
         for t in range(len(self.iou_thrs)):
             aps, gts = self.class_ap(weights, t)
+            if classes is not None:
+                aps, gts = aps[:, list(classes)], gts[:, list(classes)]
             per_threshold.append([aps[b][gts[b] > 0].mean().item() if (gts[b] > 0).any()
                                   else 0.0 for b in range(len(weights))])
         values = np.asarray(per_threshold, dtype=np.float64)
         return np.array([sum(column) / len(column) for column in values.T.tolist()])
 
-    def values(self, weights=None) -> np.ndarray:
-        """``(B,)`` mAP in percent."""
-        return self.mean_ap(weights) * 100.0
+    def values(self, weights=None, classes: Optional[Sequence[int]] = None) -> np.ndarray:
+        """``(B,)`` mAP in percent (over ``classes`` only, given)."""
+        return self.mean_ap(weights, classes) * 100.0
+
+    def detections_outside(self, classes: Sequence[int]) -> int:
+        """How many detections are of classes not in ``classes`` (on a shift set that can
+        hold only those: detections no object of the set can match)."""
+        counts = np.diff(np.asarray(self.class_offsets))
+        keep = set(int(c) for c in classes)
+        return int(sum(n for c, n in enumerate(counts) if c not in keep))
 
     def recorded_value(self) -> float:
         """mAP of all images as ``DOTAMetric`` returns it (a fraction)."""

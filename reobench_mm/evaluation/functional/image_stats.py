@@ -141,9 +141,13 @@ class SegmentationImageStats:
             iou = np.where(np.isnan(iou), float(self.nan_to_num) * 100.0, iou)
         return iou
 
-    def values(self, weights: Optional[np.ndarray] = None) -> np.ndarray:
-        """``(B,)`` mIoU in percent (the mean over classes with a defined IoU)."""
-        return _nanmean_rows(self.class_iou(weights))
+    def values(self, weights: Optional[np.ndarray] = None,
+               classes: Optional[Sequence[int]] = None) -> np.ndarray:
+        """``(B,)`` mIoU in percent (the mean over classes with a defined IoU; over
+        ``classes`` only, given: the like-for-like number of a shift set that can hold
+        only those)."""
+        iou = self.class_iou(weights)
+        return _nanmean_rows(iou if classes is None else iou[:, list(classes)])
 
     def recorded_value(self) -> float:
         """mIoU of all images as ``IoUMetric`` computes and rounds it: the per-image

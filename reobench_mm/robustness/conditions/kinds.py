@@ -118,10 +118,12 @@ class ConditionKind:
 
 def _shift_block(clean: Mapping[str, Any], clean_stats: Any, records: Records,
                  stats: Mapping[Any, Any], metric: str, intervals: Mapping[str, Any]) -> dict:
+    def data(record: Mapping[str, Any]) -> Mapping[str, Any]:
+        return ((record.get('fingerprint') or {}).get('data') or {}).get(SHIFT_SET_PART, {})
+
     rows = [shift_row(c, r['result']['value'], stats.get(c),
                       None if stats.get(c) is None else stats[c].num_images,
-                      ((r.get('fingerprint') or {}).get('data') or {}).get(
-                          SHIFT_SET_PART, {}).get('class_map_notes'))
+                      data(r).get('class_map_notes'), data(r).get('compared_classes'))
             for c, r in records.items()]
     return shift_block(rows, id_value=clean['result']['value'], metric=metric,
                        id_stats=clean_stats, **intervals)

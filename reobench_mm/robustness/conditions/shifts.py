@@ -146,13 +146,17 @@ def shift_conditions(shifts: Tuple[ShiftSet, ...], clean: Condition) -> List[Shi
 
 
 def shift_row(condition: ShiftCondition, value: float, stats: Any,
-              images: Optional[int], notes: Optional[List[str]] = None) -> Dict[str, Any]:
+              images: Optional[int], notes: Optional[List[str]] = None,
+              compared: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The row of :func:`~reobench_mm.analysis.shift_table.shift_block` for a shift
     condition evaluated to ``value`` (its metric, 0-100) on ``images`` images, with its
-    per-image statistics (or None) and what its class map left unused or ignored."""
+    per-image statistics (or None), what its class map left unused or ignored, and the
+    classes it can hold when they are not all (``{'names', 'indices'}``)."""
     row = dict(name=condition.shift, shift_type=condition.shift_type,
                condition=condition.base.key, key=condition.key, value=value, stats=stats,
                images=images)
     if notes:
         row['class_map_notes'] = list(notes)
+    if compared:
+        row['compared_classes'] = dict(compared)
     return row
