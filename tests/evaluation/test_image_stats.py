@@ -547,3 +547,25 @@ def test_bytes_per_image():
     assert sizes['detection + calibration'] < 2000
     assert ImageStats.from_bytes(det.to_bytes()).task.num_images == n
 
+
+
+def test_metrics_over_a_subset_of_the_classes():
+    """The like-for-like numbers of a shift set that can hold only some classes: mIoU and
+    mAP over those classes equal the mean of the per-class values over them (classes
+    without ground truth left out of the mAP, as DOTAMetric does), and the detections of
+    the other classes are counted."""
+    rng = np.random.default_rng(3)
+    seg = SegmentationImageStats(synthetic_segmentation_areas(rng, 9, 6, 32 * 32))
+    weights = resample_counts(9, 4, seed=2)
+    iou = seg.class_iou(weights)
+    np.testing.assert_allclose(seg.values(weights, classes=[0, 2, 5]),
+                               np.nanmean(iou[:, [0, 2, 5]], axis=1))
+    np.testing.assert_allclose(seg.values(weights), np.nanmean(iou, axis=1))
+    det = synthetic_detection_stats(rng, 12, 5, 6)
+    aps, gts = det.class_ap()
+    subset = [1, 3, 4]
+    keep = [c for c in subset if gts[0, c] > 0]
+    assert det.values(classes=subset)[0] == pytest.approx(100 * aps[0, keep].mean(),
+                                                          rel=1e-6)
+    counts = np.diff(det.class_offsets)
+    assert det.detections_outside(subset) == counts[0] + counts[2]
