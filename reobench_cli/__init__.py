@@ -73,10 +73,15 @@ def log_file_error(handler: logging.Handler, record: logging.LogRecord) -> None:
         _HANDLE_ERROR(handler, record)
         return
     handler.emit = lambda record: None  # type: ignore[method-assign]
+    stream = getattr(handler, 'stream', None)
     try:
-        handler.close()
+        if stream is not None:
+            stream.close()
     except OSError:
         pass
+    # a stream that takes and drops what is still written to it directly (MMEngine writes
+    # the model's initialisation table into its log file's stream): not None, which fails
+    handler.stream = open(os.devnull, 'w', encoding='utf-8')  # type: ignore[attr-defined]
     name = getattr(handler, 'baseFilename', None) or 'the log file'
     print(f'warning: cannot write the log file {name}: {error.strerror or error}; logging '
           'to the console only from here', file=sys.stderr)

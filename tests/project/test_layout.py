@@ -55,8 +55,6 @@ COVERED_ELSEWHERE = {
                                          'the shift_type of every shift set'),
     'reobench_mm.datasets.wrapping': ('transforms/test_class_map.py',
                                       'ClassMappedDataset builds its inner set'),
-    'reobench_mm.engine.precision': ('robustness/test_batched_precision.py',
-                                     'bf16 and fp16 test steps'),
     'reobench_mm.evaluation.metrics.base': ('evaluation/test_image_stats.py',
                                             'the metrics that keep per-image terms'),
     'reobench_mm.evaluation.metrics.classwise_iou': ('robustness/test_robustness_sweep.py',
