@@ -29,7 +29,7 @@ from mmengine.logging import print_log
 from ..registry import DATASETS
 from ..transforms.class_map import MapClasses
 from ..structures.class_map import ClassMap, MappingLike
-from .wrapping import build_inner_dataset
+from .wrapping import build_inner_dataset, wrapped_datasets
 
 __all__ = ['ClassMappedDataset', 'class_map_ignore_indices', 'check_class_map_ignore',
            'CLASS_MAPPED_TYPE']
@@ -125,8 +125,7 @@ class ClassMappedDataset:
         metainfo['classes'] = self.class_map.target_classes
         metainfo['palette'] = _target_palette(self.class_map, palette, inner.get('palette'))
         metainfo['class_map'] = self.class_map.as_dict()
-        notes = [line for line in self.class_map.describe() if line.startswith(
-            ('ignored as the model', 'map entries'))]
+        notes = self.class_map.notes()
         metainfo['class_map_notes'] = notes
         for note in notes:
             print_log(f'ClassMappedDataset of {type(self.dataset).__name__}: {note}',
@@ -161,16 +160,9 @@ def class_map_ignore_indices(dataset: Any) -> Dict[int, str]:
     or one it wraps through ``dataset``/``datasets``, as MMEngine's wrappers do): the
     labels its ignored classes are written as."""
     found: Dict[int, str] = {}
-    stack, seen = [dataset], set()
-    while stack:
-        item = stack.pop()
-        if item is None or id(item) in seen:
-            continue
-        seen.add(id(item))
+    for item in wrapped_datasets(dataset):
         if isinstance(item, ClassMappedDataset):
             found.setdefault(int(item.step.ignore_index), repr(item))
-        stack.append(getattr(item, 'dataset', None))
-        stack.extend(getattr(item, 'datasets', None) or [])
     return found
 
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import collections
 import os
 import os.path as osp
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
+
+from .wrapping import innermost_datasets
 
 __all__ = ['empty_set_reason', 'is_empty_set_error', 'EMPTY_SET_ERROR']
 
@@ -24,17 +26,6 @@ EMPTY_SET_ERROR = 'need at least one array to concatenate'
 def is_empty_set_error(error: BaseException) -> bool:
     """Whether ``error`` is MMEngine's failure to build a dataset without samples."""
     return EMPTY_SET_ERROR in str(error)
-
-
-def _innermost(cfg: Any) -> List[Any]:
-    """The dataset configs (or datasets) that list files: ``cfg`` or those it wraps."""
-    inner = cfg.get('dataset') if isinstance(cfg, dict) else getattr(cfg, 'dataset', None)
-    many = cfg.get('datasets') if isinstance(cfg, dict) else getattr(cfg, 'datasets', None)
-    if inner is not None:
-        return _innermost(inner)
-    if isinstance(many, (list, tuple)) and many:
-        return [d for item in many for d in _innermost(item)]
-    return [cfg]
 
 
 def _lazy(cfg: Any) -> Any:
@@ -98,7 +89,7 @@ def empty_set_reason(dataset: Any) -> str:
     data/x/img_dir/val holds no '.png' files (6 '.jpg' files): set img_suffix='.jpg'?'``;
     a generic hint when nothing more can be said."""
     reasons = []
-    for cfg in _innermost(dataset):
+    for cfg in innermost_datasets(dataset):
         built = _lazy(cfg)
         reason = _dataset_reason(built) if built is not None else None
         if reason is not None and reason not in reasons:

@@ -29,6 +29,7 @@ from ..datasets.class_mapped import CLASS_MAPPED_TYPE
 from ..datasets.class_mapped import check_class_map_ignore as check_ignore
 from ..datasets.empty_sets import empty_set_reason, is_empty_set_error
 from ..datasets.image_files import describe_file_problems
+from ..datasets.wrapping import innermost_datasets, wrapped_datasets
 from ..errors import SweepError
 from ..transforms.placement import corruption_steps, place_condition
 from .conditions.kinds import CONDITION_KINDS, is_corruption, kind_of
@@ -40,19 +41,9 @@ __all__ = ['ConditionData', 'ConditionSources', 'shift_dataloader_cfg',
            'check_class_map_ignore']
 
 
-def _innermost(dataset: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The dataset configs that load files: ``dataset`` itself, or those it wraps."""
-    inner = dataset.get('dataset')
-    many = dataset.get('datasets')
-    if isinstance(inner, dict):
-        return _innermost(inner)
-    if isinstance(many, (list, tuple)) and many:
-        return [d for item in many if isinstance(item, dict) for d in _innermost(item)]
-    return [dataset]
-
-
 def _test_pipeline(dataloader_cfg: Mapping[str, Any]) -> Optional[list]:
-    for dataset in _innermost(copy.deepcopy(dict(dataloader_cfg.get('dataset') or {}))):
+    for dataset in innermost_datasets(copy.deepcopy(dict(dataloader_cfg.get('dataset') or {})),
+                                      configs_only=True):
         if isinstance(dataset.get('pipeline'), list):
             return dataset['pipeline']
     return None
@@ -71,7 +62,7 @@ def shift_dataloader_cfg(dataloader_cfg: Mapping[str, Any], dataset: Mapping[str
     cfg = copy.deepcopy(dict(dataloader_cfg))
     dataset = copy.deepcopy(dict(dataset))
     pipeline = _test_pipeline(dataloader_cfg)
-    for inner in _innermost(dataset):
+    for inner in innermost_datasets(dataset, configs_only=True):
         if inner.get('pipeline') is None:
             if pipeline is None:
                 raise SweepError(f'{what}: its dataset has no pipeline and the test '
@@ -87,12 +78,12 @@ def _class_map_cfgs(cfg: Any) -> List[Dict[str, Any]]:
     """The ``ClassMappedDataset`` configs in a dataset config (itself or wrapped)."""
     if not isinstance(cfg, dict):
         return []
-    kind = cfg.get('type')
-    name = kind if isinstance(kind, str) else getattr(kind, '__name__', '')
-    found = [cfg] if name.rsplit('.', 1)[-1] == CLASS_MAPPED_TYPE else []
-    found += _class_map_cfgs(cfg.get('dataset'))
-    for item in cfg.get('datasets') or []:
-        found += _class_map_cfgs(item)
+    found = []
+    for item in wrapped_datasets(cfg, configs_only=True):
+        kind = item.get('type')
+        name = kind if isinstance(kind, str) else getattr(kind, '__name__', '')
+        if name.rsplit('.', 1)[-1] == CLASS_MAPPED_TYPE:
+            found.append(item)
     return found
 
 

@@ -174,6 +174,12 @@ class ClassMap:
             lines.append(f'{name} <- {", ".join(sources) if sources else "(none)"}')
         if self.ignored:
             lines.append(f'ignored: {", ".join(self.ignored)}')
+        return lines + self.notes()
+
+    def notes(self) -> List[str]:
+        """What a map written for more classes than the set or the model has left out:
+        the sources ignored because the model lacks their target, the unused entries."""
+        lines = []
         if self.absent_targets:
             lines.append('ignored as the model lacks their class: ' + ', '.join(
                 f'{s} (-> {t})' for s, t in self.absent_targets))
