@@ -48,11 +48,16 @@ __all__ = ['RobustnessOptions', 'OPTION_NAMES', 'SWEEP_OPTIONS', 'CONFIG_ONLY_OP
            'robustness_options_given']
 
 
+#: ``cli`` keys not for ``argparse``: ``flag`` (a name other than ``--<name>``), ``config``
+#: (also read from ``test_cfg``), ``gather`` (the parsed value -> the option's value).
+_CLI_OWN_KEYS = ('flag', 'config', 'gather')
+
+
 def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None,
             off: Optional[str] = None, default_text: Optional[str] = None) -> Any:
     """A field of :class:`RobustnessOptions`: its default, its help text (docstrings,
     ``--help``) and how the command line spells it (``cli``: the ``argparse`` keywords,
-    ``flag`` for a name other than ``--<name>``; None: not a flag). A boolean option's
+    and :data:`_CLI_OWN_KEYS`; None: not a flag). A boolean option's
     ``off`` is the help of its flag when the flag turns it off (``--no-plots``,
     ``--partial-checkpoint``, or ``--no-calibration`` where a tool defaults it on); an
     option whose default is None says in ``default_text`` what None means."""
@@ -72,6 +77,16 @@ def _attack_argument(text: str) -> Tuple[str, List[float]]:
             f'{text!r}: an attack is NAME=EPS[,EPS...] in pixel units (e.g. pgd=4,8); names '
             f'{", ".join(ATTACK_KINDS)}')
     return name.strip(), [int(e) if e.is_integer() else e for e in eps]
+
+
+def _attacks_from_flag(pairs: Sequence[Tuple[str, List[float]]]) -> Dict[str, Any]:
+    """``--attacks``' pairs as the config gives attacks: ``{name: dict(eps=[...])}``."""
+    given = [n for n, _ in pairs]
+    twice = sorted({n for n in given if given.count(n) > 1})
+    if twice:
+        raise SweepError(f'--attacks names {twice[0]!r} twice: give its budgets once, '
+                         f'comma-separated ({twice[0]}=2,4)')
+    return {n: dict(eps=list(eps)) for n, eps in pairs}
 
 
 def _is_int(value: Any) -> bool:
@@ -163,7 +178,7 @@ class RobustnessOptions:
         'auto', "the corruptions the model saw in training: 'auto' reads the pools of the "
         "RandomCorruption steps of the config's training pipeline, or names/groups, or "
         'none; marked in the report, which adds held-out scores over the others',
-        dict(nargs='*', metavar='NAME'))
+        dict(nargs='*', metavar='NAME', gather=lambda names: list(names) or None))
     held_out_only: bool = _option(False, 'refuse to evaluate corruptions seen in training',
                                   {}, off='evaluate corruptions seen in training too')
     bootstrap: int = _option(
@@ -190,7 +205,7 @@ class RobustnessOptions:
         f'severities=...])}} in the config; names (or type) {", ".join(ATTACK_KINDS)}; on '
         'the command line NAME=EPS[,EPS...] each (e.g. fgsm=2,4 pgd=8: their defaults '
         'otherwise)', dict(nargs='+', metavar='NAME=EPS', type=_attack_argument,
-                           config=True))
+                           config=True, gather=_attacks_from_flag))
     kind_options: Any = _option(
         None, 'the options of condition kinds a plugin registered (register_condition_kind), '
         'option -> value; given as their own options (e.g. flips=dict(...)), collected here')
@@ -525,7 +540,7 @@ def add_option_arguments(parser: argparse.ArgumentParser,
             continue
         default = _default(name, defaults)
         help_text = item.metadata['help']
-        kwargs = {k: v for k, v in cli.items() if k not in ('flag', 'config')}
+        kwargs = {k: v for k, v in cli.items() if k not in _CLI_OWN_KEYS}
         kwargs['default'] = None  # not given: left out, so that the caller's defaults apply
         if item.type == 'bool':
             kwargs['action'] = 'store_false' if default else 'store_true'
@@ -560,14 +575,8 @@ def options_from_args(args: argparse.Namespace,
         value = getattr(args, name)
         if value is None:
             continue
-        if name == 'attacks':  # [(name, budgets), ...] as the config gives them
-            given = [n for n, _ in value]
-            twice = sorted({n for n in given if given.count(n) > 1})
-            if twice:
-                raise SweepError(f'--attacks names {twice[0]!r} twice: give its budgets '
-                                 f'once, comma-separated ({twice[0]}=2,4)')
-            value = {n: dict(eps=list(eps)) for n, eps in value}
-        values[name] = (list(value) or None) if name == 'seen_corruptions' else value
+        gather = _field(name).metadata['cli'].get('gather')
+        values[name] = value if gather is None else gather(value)
     return values
 
 
