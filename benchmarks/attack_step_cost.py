@@ -93,17 +93,24 @@ def measure(task, data_root, repeats, images):
     return statistics.median(forwards) / len(batches), statistics.median(steps) / len(batches)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_demo_arguments(description, tasks=tuple(CONFIGS)):
+    """The arguments of a benchmark on the demo models (``--data-root``, ``--repeats``,
+    ``--images``, ``--tasks`` among ``tasks``), with the demo data made when absent."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument('--data-root', default=osp.join(PROJECT_ROOT, 'data', 'demo'),
                         help='the demo data (tools/make_demo_data.py; made here if absent)')
     parser.add_argument('--repeats', type=int, default=7)
     parser.add_argument('--images', type=int, default=3, help='test images per round')
-    parser.add_argument('--tasks', nargs='+', default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument('--tasks', nargs='+', default=list(tasks), choices=list(tasks))
     args = parser.parse_args()
     if not osp.isdir(osp.join(args.data_root, 'potsdam')):
         from reobench_mm.datasets.synthetic import make_demo_data
         make_demo_data(args.data_root, seed=0, num_train=2, num_test=args.images, size=256)
+    return args
+
+
+def main():
+    args = parse_demo_arguments(__doc__.splitlines()[0])
     import torch
     torch.set_num_threads(max(torch.get_num_threads(), 1))
     print(f'one PGD step against one clean forward (median of {args.repeats}, '

@@ -13,7 +13,6 @@ task with whether this CPU has bf16 instructions (``avx512_bf16`` or ``amx_bf16`
 be faster. There is no target: the number says what to expect on this machine. (Rotated
 detectors run in fp32 only: :func:`reobench_mm.engine.precision.check_precision`.)
 """
-import argparse
 import os.path as osp
 import statistics
 import sys
@@ -21,7 +20,7 @@ import time
 
 PROJECT_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, osp.join(PROJECT_ROOT, 'benchmarks'))
-from attack_step_cost import CONFIGS, _runner_parts  # noqa: E402  (the same demo models)
+from attack_step_cost import _runner_parts, parse_demo_arguments  # noqa: E402  (same models)
 
 
 def bf16_instructions() -> str:
@@ -58,16 +57,8 @@ def measure(task, data_root, repeats, images):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--data-root', default=osp.join(PROJECT_ROOT, 'data', 'demo'),
-                        help='the demo data (tools/make_demo_data.py; made here if absent)')
-    parser.add_argument('--repeats', type=int, default=7)
-    parser.add_argument('--images', type=int, default=3, help='test images per round')
-    parser.add_argument('--tasks', nargs='+', default=['segmentation'], choices=['segmentation'])
-    args = parser.parse_args()
-    if not osp.isdir(osp.join(args.data_root, 'potsdam')):
-        from reobench_mm.datasets.synthetic import make_demo_data
-        make_demo_data(args.data_root, seed=0, num_train=2, num_test=args.images, size=256)
+    # rotated detectors run in fp32 only (check_precision): the segmentation model alone
+    args = parse_demo_arguments(__doc__.splitlines()[0], tasks=('segmentation', ))
     import torch
     found = bf16_instructions()
     print(f'test step in bf16 (torch.autocast) against fp32 (median of {args.repeats}, '
