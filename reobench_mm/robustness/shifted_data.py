@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from reobench_corruptions.condition import CLEAN, Condition
@@ -29,6 +30,7 @@ from ..datasets.class_mapped import CLASS_MAPPED_TYPE
 from ..datasets.class_mapped import check_class_map_ignore as check_ignore
 from ..datasets.empty_sets import empty_set_reason, is_empty_set_error
 from ..datasets.image_files import describe_file_problems
+from ..datasets.label_rules import check_label_rules as check_rules
 from ..datasets.wrapping import innermost_datasets, wrapped_datasets
 from ..errors import SweepError
 from ..transforms.placement import corruption_steps, place_condition
@@ -38,7 +40,7 @@ from .conditions.released import files_dataset_cfg
 from .switching import Feed
 
 __all__ = ['ConditionData', 'ConditionSources', 'shift_dataloader_cfg',
-           'check_class_map_ignore']
+           'check_class_map_ignore', 'check_label_rules']
 
 
 def _test_pipeline(dataloader_cfg: Mapping[str, Any]) -> Optional[list]:
@@ -98,6 +100,24 @@ def check_class_map_ignore(dataset: Any, ignore_index: Optional[int], what: str)
         check_ignore(dataset, ignore_index, what)
     except ValueError as error:
         raise SweepError(str(error)) from None
+
+
+def check_label_rules(test_set: Any, dataset: Any, ignore_index: Optional[int],
+                      what: str) -> None:
+    """:func:`~reobench_mm.datasets.label_rules.check_label_rules` as a refused run; a
+    set without rules beside one with rules is logged (nothing can be checked).
+
+    Raises:
+        SweepError: the two sets are scored by other rules (the difference named, and how
+            to bring both to the same rules), or bad rules.
+    """
+    try:
+        note, _ = check_rules(test_set, dataset, ignore_index, what)
+    except ValueError as error:
+        raise SweepError(str(error)) from None
+    if note is not None:
+        from mmengine.logging import print_log
+        print_log(note, logger='current', level=logging.WARNING)
 
 
 def _compared_classes(meta: Mapping[str, Any]) -> Optional[Dict[str, list]]:
@@ -181,6 +201,7 @@ class ConditionData:
         if len(dataset) == 0:
             raise SweepError(f'{what} has no samples: {empty_set_reason(dataset)}')
         check_class_map_ignore(dataset, self.ignore_index, what)
+        check_label_rules(self.reference, dataset, self.ignore_index, what)
         ours, theirs = _classes(self.reference), _classes(dataset)
         if ours != theirs and _class_map_cfgs(cfg.get('dataset')):
             raise SweepError(
@@ -250,6 +271,8 @@ class ConditionSources:
         if not isinstance(given, dict):  # a built dataloader: the runner config's
             given = runner.cfg.get(cfg_key)
         check_class_map_ignore(test.dataloader.dataset, ignore_index, 'the test set')
+        check_label_rules(test.dataloader.dataset, test.dataloader.dataset, ignore_index,
+                          'the test set')
         own = any(k.own_data is not None and options.entries(k) for k in CONDITION_KINDS)
         self.files = getattr(options, 'corruption_files', None)
         self.data: Optional[ConditionData] = None

@@ -1,10 +1,12 @@
 """Pipeline transforms registered for mmseg, mmdet and mmrotate pipelines, and the
 rules of where the corruption step goes in a pipeline."""
 from .class_map import MapClasses
+from .label_erosion import ErodeLabelBoundaries, erode_label_boundaries
 from .corruption import ApplyCorruption, ApplyCorruptionToLabels, move_boxes, move_labels
 from .placement import Placement, corruption_position, corruption_steps, place_corruption
 from .random_corruption import RandomCorruption, training_corruptions
 
 __all__ = ['ApplyCorruption', 'MapClasses', 'ApplyCorruptionToLabels', 'RandomCorruption',
            'training_corruptions', 'corruption_steps', 'move_boxes', 'move_labels',
-           'Placement', 'corruption_position', 'place_corruption']
+           'Placement', 'corruption_position', 'place_corruption', 'ErodeLabelBoundaries',
+           'erode_label_boundaries']

@@ -83,9 +83,16 @@ def is_image_loading_name(name: str) -> bool:
     return name.startswith('Load') and 'Image' in name
 
 
+#: Steps that set how the loaded labels are scored; they belong to the loading, so a
+#: corruption (a geometric one moving the labels) comes after them.
+LABEL_RULE_STEPS = ('ErodeLabelBoundaries', )
+
+
 def is_annotation_loading_name(name: str) -> bool:
-    """Annotation loading (``LoadAnnotations``...) and box-type conversion steps."""
-    return name.startswith('Load') and 'Annotation' in name or name in BOX_CONVERSIONS
+    """Annotation loading (``LoadAnnotations``...), box-type conversion steps and label
+    rules (:data:`LABEL_RULE_STEPS`)."""
+    return name.startswith('Load') and 'Annotation' in name or name in BOX_CONVERSIONS \
+        or name in LABEL_RULE_STEPS
 
 
 def is_loading_name(name: str) -> bool:

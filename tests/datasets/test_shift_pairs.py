@@ -18,6 +18,7 @@ from mmengine.runner import Runner
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT, SEG_DEMO_CONFIG, toolbox_file
 from reobench_mm.datasets.converters.potsdam import POTSDAM_COLOURS, colour_to_label
+from reobench_mm.errors import SweepError
 from reobench_mm.registry import DATASETS
 from sweep_helpers import untrained_checkpoint
 
@@ -87,23 +88,96 @@ def test_vaihingen_from_mmsegs_converter_is_a_shift_set_of_a_potsdam_model(demo_
     expected[expected < 0] = 255
     got = sample['data_samples'].gt_sem_seg.data.numpy()[0]
     np.testing.assert_array_equal(got, expected)
-    # and a Potsdam model evaluates it as a condition of its run
+    # a Potsdam model evaluates it as a condition of its run, once both sides are scored
+    # by the same label rules: its eroded labels against the demo Potsdam set's full ones
+    # are refused, naming the difference and the step that reconciles them
     derived = tmp_path / 'potsdam_to_vaihingen.py'
     derived.write_text(
         f"_base_ = ['{SEG_DEMO_CONFIG}', '{osp.join(SHIFTS, 'vaihingen.py')}']\n"
         "test_cfg = dict(type='RobustnessTestLoop', corruptions=['haze'], severities=[1], "
         "plots=False, shifts=dict(vaihingen={{_base_.vaihingen_shift}}))\n")
-    cfg = Config.fromfile(str(derived))
-    cfg.test_cfg.shifts.vaihingen.dataset.data_root = out
-    cfg.work_dir = str(tmp_path / 'run')
-    cfg.log_level = 'WARNING'
-    cfg.custom_hooks = []
-    cfg.test_dataloader.dataset.data_root = osp.join(demo_data, 'potsdam')
-    cfg.test_dataloader.num_workers = 0
-    cfg.test_dataloader.persistent_workers = False
-    cfg.load_from = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
-    metrics = Runner.from_cfg(cfg).test()
+    checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
+
+    def run(name, erode):
+        cfg = Config.fromfile(str(derived))
+        cfg.test_cfg.shifts.vaihingen.dataset.data_root = out
+        cfg.work_dir = str(tmp_path / name)
+        cfg.experiment_name = f'potsdam-to-vaihingen-{name}'
+        cfg.log_level = 'WARNING'
+        cfg.custom_hooks = []
+        cfg.test_dataloader.dataset.data_root = osp.join(demo_data, 'potsdam')
+        cfg.test_dataloader.num_workers = 0
+        cfg.test_dataloader.persistent_workers = False
+        if erode:  # the shipped pair config's way: the test set eroded, the shift set not
+            steps = cfg.test_dataloader.dataset.pipeline
+            cfg.test_cfg.shifts.vaihingen.dataset.pipeline = list(steps)
+            cfg.test_dataloader.dataset.pipeline = steps[:2] + [cfg.vaihingen_erosion] + \
+                steps[2:]
+        cfg.load_from = checkpoint
+        return Runner.from_cfg(cfg).test()
+
+    with pytest.raises(SweepError, match="shift set 'vaihingen': it is scored with boundaries "
+                       'eroded by 3 px, the test set with full boundaries; score the test set '
+                       "alike: add dict\\(type='ErodeLabelBoundaries'"):
+        run('refused', erode=False)
+    metrics = run('eroded', erode=True)
     assert 'shift/vaihingen/mIoU' in metrics and 'shift/vaihingen/relative_drop' in metrics
+
+
+def _isprs_eroded_by_hand(label, radius=3):
+    """ISPRS's eroded reference made by hand from a stored label map: every value's region
+    eroded by the disc dy² + dx² ≤ r² (scipy; the image border erodes nothing), the band
+    stored as 0 (the black of the ISPRS noBoundary files, which the converters write as
+    0 and the datasets load as ignored)."""
+    from scipy import ndimage
+    offsets = np.arange(-radius, radius + 1)
+    structure = offsets[:, None] ** 2 + offsets[None, :] ** 2 <= radius ** 2
+    out = label.copy()
+    for value in np.unique(label):
+        region = label == value
+        out[region & ~ndimage.binary_erosion(region, structure=structure, border_value=1)] = 0
+    return out
+
+
+@pytest.mark.slow
+def test_potsdam_scored_eroded_equals_iou_metric_on_labels_eroded_by_hand(seg_model,
+                                                                          demo_data, tmp_path):
+    """The ID side of the Vaihingen pair: the demo Potsdam test set scored through
+    ErodeLabelBoundaries gives MMSegmentation's IoUMetric on label files eroded by hand."""
+    potsdam = osp.join(demo_data, 'potsdam')
+    eroded_dir = tmp_path / 'ann_eroded'
+    eroded_dir.mkdir()
+    band = []
+    for name in sorted(os.listdir(osp.join(potsdam, 'ann_dir', 'val'))):
+        stored = cv2.imread(osp.join(potsdam, 'ann_dir', 'val', name), cv2.IMREAD_UNCHANGED)
+        eroded = _isprs_eroded_by_hand(stored)
+        band.append(np.mean((eroded == 0) & (stored != 0)))
+        cv2.imwrite(str(eroded_dir / name), eroded)
+    assert 0.05 < np.mean(band) < 0.9
+
+    def miou(name, labels, erode):
+        cfg = Config.fromfile(seg_model.config)
+        cfg.work_dir = str(tmp_path / name)
+        cfg.experiment_name = f'eroded-scoring-{name}'
+        cfg.log_level = 'WARNING'
+        cfg.custom_hooks = []
+        cfg.test_cfg = dict(type='TestLoop')  # MMEngine's own
+        dataset = cfg.test_dataloader.dataset
+        dataset.data_root = potsdam
+        dataset.data_prefix = dict(img_path='img_dir/val', seg_map_path=labels)
+        if erode:
+            dataset.pipeline = dataset.pipeline[:2] + [dict(
+                type='ErodeLabelBoundaries', radius=3, ignore_index=255)] + dataset.pipeline[2:]
+        cfg.test_dataloader.num_workers = 0
+        cfg.test_dataloader.persistent_workers = False
+        cfg.load_from = seg_model.checkpoint
+        return Runner.from_cfg(cfg).test()['mIoU']
+
+    scored_eroded = miou('transform', 'ann_dir/val', erode=True)
+    by_hand = miou('by-hand', str(eroded_dir), erode=False)
+    full = miou('full', 'ann_dir/val', erode=False)
+    assert scored_eroded == by_hand
+    assert scored_eroded != full  # the boundary band changes the number
 
 
 def _loveda_layout(root, count=2, size=64):

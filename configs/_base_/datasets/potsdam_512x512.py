@@ -14,5 +14,9 @@ test_pipeline = [
 ]
 train_dataloader = dict(batch_size=8, num_workers=4,
                         sampler=dict(type='DefaultSampler', shuffle=True))
-val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+# the labels' rules (docs/distribution_shifts.md, label rules): full boundaries (not ISPRS's
+# eroded reference), 0 = no data, loaded as 255 and ignored
+label_rules = dict(boundaries='full', ignore_index=255, reduce_zero_label=True, nodata=0)
+val_dataloader = dict(dataset=dict(pipeline=test_pipeline,
+                                   metainfo=dict(label_rules=label_rules)))
 test_dataloader = val_dataloader

@@ -29,6 +29,9 @@ train_dataloader = dict(
         data_root=data_root,
         data_prefix=dict(img_path='img_dir/train', seg_map_path='ann_dir/train'),
         pipeline=train_pipeline))
+# the labels' rules (docs/distribution_shifts.md, label rules): full boundaries, 0 = no
+# data; PotsdamDataset loads with reduce_zero_label=True
+label_rules = dict(boundaries='full', ignore_index=255, reduce_zero_label=True, nodata=0)
 val_dataloader = dict(
     batch_size=1,
     num_workers=2,
@@ -38,6 +41,7 @@ val_dataloader = dict(
         type=dataset_type,
         data_root=data_root,
         data_prefix=dict(img_path='img_dir/val', seg_map_path='ann_dir/val'),
+        metainfo=dict(label_rules=label_rules),
         pipeline=test_pipeline))
 test_dataloader = val_dataloader
 val_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
