@@ -101,6 +101,11 @@ class EffectiveRobustnessFit:
         n_bootstrap: resamples drawn; n_valid: resamples used (non-degenerate).
         confidence: the band's coverage (0.95 -> percentiles 2.5 and 97.5).
         seed: seed of the :func:`numpy.random.default_rng` generator.
+        boot_slopes, boot_intercepts: the usable resamples' lines (in ``space``), in the
+            order drawn (None without a bootstrap).
+        boot_draws: the index of each usable resample among the ``n_bootstrap`` drawn
+            (a fit of the same seed and the same number of models or clusters draws the
+            same resample at the same index; skipped resamples leave gaps).
     """
     name: str
     space: str
@@ -122,34 +127,48 @@ class EffectiveRobustnessFit:
     n_valid: int
     confidence: float
     seed: Optional[int]
+    boot_slopes: Optional[np.ndarray] = None
+    boot_intercepts: Optional[np.ndarray] = None
+    boot_draws: Optional[np.ndarray] = None
 
     def predict(self, id_values: Sequence[float]) -> np.ndarray:
         """OOD predicted by the line for ``id_values`` (0-100)."""
         return _from_space(self.slope * _to_space(id_values, self.space) + self.intercept,
                            self.space)
 
+    def predict_resamples(self, id_values: Sequence[float]) -> np.ndarray:
+        """OOD predicted by each usable resample's line for ``id_values``: shape
+        ``(n_valid, len(id_values))`` (0-100; no rows without a bootstrap)."""
+        x = _to_space(id_values, self.space)
+        if self.boot_slopes is None:
+            return np.empty((0, x.size))
+        return _from_space(self.boot_slopes[:, None] * x[None] +
+                           self.boot_intercepts[:, None], self.space)
+
 
 def _bootstrap_lines(x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: Optional[int],
-                     clusters: Optional[Sequence[str]]) -> Tuple[np.ndarray, np.ndarray]:
-    """``(slopes, intercepts)`` of the least-squares lines of the usable resamples (of
-    the points, or of the clusters of points with all their points)."""
+                     clusters: Optional[Sequence[str]]
+                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(slopes, intercepts, draws)`` of the least-squares lines of the usable resamples
+    (of the points, or of the clusters of points with all their points); ``draws``: each
+    line's resample index among the ``n_bootstrap`` drawn."""
     rng = np.random.default_rng(seed)
     if clusters is None:
         index = rng.integers(0, x.size, size=(n_bootstrap, x.size))
-        index = index[np.ptp(x[index], axis=1) > 0]  # skip resamples with one ID value
-        xb, yb = x[index], y[index]
+        draws = np.flatnonzero(np.ptp(x[index], axis=1) > 0)  # skip one-ID resamples
+        xb, yb = x[index[draws]], y[index[draws]]
         xc = xb - xb.mean(axis=1, keepdims=True)
         yc = yb - yb.mean(axis=1, keepdims=True)
         slopes = (xc * yc).sum(axis=1) / (xc * xc).sum(axis=1)
-        return slopes, yb.mean(axis=1) - slopes * xb.mean(axis=1)
+        return slopes, yb.mean(axis=1) - slopes * xb.mean(axis=1), draws
     labels = list(clusters)
     if len(labels) != x.size:
         raise ValueError(f'{len(labels)} clusters for {x.size} points')
     names = list(dict.fromkeys(labels))
     members = [np.flatnonzero(np.asarray(labels, dtype=object) == n) for n in names]
-    slopes, intercepts = [], []
+    slopes, intercepts, draws = [], [], []
     # resamples of different sizes: one small least-squares line each
-    for row in rng.integers(0, len(names), size=(n_bootstrap, len(names))):
+    for draw, row in enumerate(rng.integers(0, len(names), size=(n_bootstrap, len(names)))):
         index = np.concatenate([members[k] for k in row])
         xb, yb = x[index], y[index]
         if np.ptp(xb) == 0:
@@ -158,7 +177,8 @@ def _bootstrap_lines(x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: Optio
         slope = float((xc * yc).sum() / (xc * xc).sum())
         slopes.append(slope)
         intercepts.append(float(yb.mean() - slope * xb.mean()))
-    return np.asarray(slopes), np.asarray(intercepts)
+        draws.append(draw)
+    return np.asarray(slopes), np.asarray(intercepts), np.asarray(draws, dtype=int)
 
 
 def effective_robustness_fit(id_values: Sequence[float], ood_values: Sequence[float], *,
@@ -201,9 +221,10 @@ def effective_robustness_fit(id_values: Sequence[float], ood_values: Sequence[fl
     line = _from_space(slope * grid_space + intercept, space)
 
     band_low = band_high = residual_low = residual_high = None
+    slopes = intercepts = draws = None
     n_valid = 0
     if n_bootstrap:
-        slopes, intercepts = _bootstrap_lines(x, y, n_bootstrap, seed, clusters)
+        slopes, intercepts, draws = _bootstrap_lines(x, y, n_bootstrap, seed, clusters)
         n_valid = len(slopes)
         if n_valid:
             percentiles = [50.0 * (1.0 - confidence), 50.0 * (1.0 + confidence)]
@@ -218,7 +239,8 @@ def effective_robustness_fit(id_values: Sequence[float], ood_values: Sequence[fl
         slope=slope, intercept=intercept, r_squared=r_squared, predicted=predicted,
         residuals=y_raw - predicted, grid=grid, line=line, band_low=band_low,
         band_high=band_high, residual_low=residual_low, residual_high=residual_high,
-        n_bootstrap=int(n_bootstrap), n_valid=n_valid, confidence=confidence, seed=seed)
+        n_bootstrap=int(n_bootstrap), n_valid=n_valid, confidence=confidence, seed=seed,
+        boot_slopes=slopes, boot_intercepts=intercepts, boot_draws=draws)
 
 
 def effective_robustness(model_set: ModelSet, *, shift_values: Optional[Sequence[float]] = None,

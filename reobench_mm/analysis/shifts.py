@@ -16,75 +16,58 @@ tagged with the dataset pair, its shift type and, optionally, a user group of th
 - each point's effective robustness (its residual from its shift type's line, metric
   points; positive: more robust than its ID accuracy predicts) with a bootstrap interval;
 - group means per shift type (and over all types): the number of points, mean ID, OOD,
-  relative loss and residuals.
+  relative loss and residuals;
+- per fit space, the ranking of the models across shift types
+  (:mod:`~reobench_mm.analysis.shift_ranking`: per type a model's mean residual and
+  rank, then their means over the types, with bootstrap intervals).
+
+A point may name its *protocol* (``frozen``, ``full``: how the model was adapted): the
+fits, group means and rankings are then per protocol (one line per protocol and shift
+type; a model and dataset pair appears once per protocol). A point may name its
+*metric* (``mIoU``, ``mAP``...): a shift type's points share one metric unless the
+analysis pools them (``pool_metrics=True``: one line over all the points of a shift type
+whatever their metric, as EarthShift fits accuracy, F1 and mIoU together).
 
 The points come from results files (:func:`load_shift_points`: a CSV naming, per row,
 the model, its group, the dataset pair, the shift type and the ID and OOD
-``results.json``; each side's value is its clean metric), or are built directly.
-:func:`~reobench_mm.analysis.shift_report.write_shift_analysis` writes
-``shift_analysis.json``, ``.csv``, ``.md`` and ``ood_vs_id.png``.
+``results.json``, optionally the protocol; each side's value is its clean metric), or are
+built directly. :func:`~reobench_mm.analysis.shift_report.write_shift_analysis` writes
+``shift_analysis.json``, ``.csv``, ``.md``, ``shift_ranking.csv`` and ``ood_vs_id.png``
+(one per protocol).
 """
 from __future__ import annotations
 
-import csv
-import math
-import os.path as osp
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from ..fileio import nan_to_null
 from .effective_robustness import FIT_SPACES, EffectiveRobustnessFit, effective_robustness_fit
 from .results import mean
-from .results_file import read_results
+from .shift_points import POINT_COLUMNS, POOLED, ShiftPoint, load_shift_points, read_csv_rows
+from .shift_ranking import ShiftRanking, rank_models
 
 __all__ = ['ShiftPoint', 'ShiftAnalysis', 'analyze_shifts',
-           'load_shift_points', 'POINT_COLUMNS']
+           'load_shift_points', 'read_csv_rows', 'POINT_COLUMNS', 'POOLED']
 
-#: The columns of the CSV that :func:`load_shift_points` reads (``group`` may be empty).
-POINT_COLUMNS = ('model', 'group', 'dataset', 'shift_type', 'id_results', 'ood_results')
 ALL = 'all'
 
+#: space -> shift type -> the fit over that type's points (None: no line).
+Fits = Dict[str, Dict[str, Optional[EffectiveRobustnessFit]]]
 
-@dataclass(frozen=True)
-class ShiftPoint:
-    """One model on one ID -> OOD pair (values 0-100)."""
-    model: str
-    dataset: str
-    shift_type: str
-    id_value: float
-    ood_value: float
-    group: Optional[str] = None
 
-    def __post_init__(self) -> None:
-        for name in ('model', 'dataset', 'shift_type'):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f'a shift point needs a non-empty {name}, got {value!r}')
-        if self.group is not None and (not isinstance(self.group, str) or not self.group):
-            raise ValueError(f'a group is a non-empty name or None, got {self.group!r}')
-        for name in ('id_value', 'ood_value'):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                    not math.isfinite(value) or not 0.0 <= value <= 100.0:
-                raise ValueError(f'{self.model} on {self.dataset}: {name} must be a metric '
-                                 f'in 0..100, got {value!r}')
-            object.__setattr__(self, name, float(value))
+def _where(protocol: Optional[str], shift_type: str) -> str:
+    """How notes and errors name a shift type (of a protocol)."""
+    return shift_type if protocol is None else f'{protocol} / {shift_type}'
 
-    @property
-    def loss(self) -> float:
-        """``ID - OOD`` (metric points)."""
-        return self.id_value - self.ood_value
 
-    @property
-    def relative_loss(self) -> float:
-        """``(ID - OOD) / ID`` (a fraction; NaN when ID is 0)."""
-        return self.loss / self.id_value if self.id_value > 0 else math.nan
-
-    @property
-    def label(self) -> str:
-        return f'{self.model} ({self.dataset})'
+def _fits_dict(fits: Fits) -> Dict[str, Any]:
+    return {space: {t: None if f is None else dict(
+        slope=f.slope, intercept=f.intercept, r_squared=f.r_squared,
+        points=len(f.models), bootstrap=f.n_bootstrap, usable_resamples=f.n_valid,
+        confidence=f.confidence, seed=f.seed) for t, f in by_type.items()}
+        for space, by_type in fits.items()}
 
 
 @dataclass
@@ -93,51 +76,104 @@ class ShiftAnalysis:
 
     Attributes:
         points: the points, in the order given.
-        fits: space -> shift type -> the fit over that type's points (None where the
-            points have one ID value, or are fewer than 2).
-        groups: shift type (and ``'all'``) -> group (and ``'all'``) -> means.
+        protocol_fits: protocol (None: unnamed) -> space -> shift type -> the fit over
+            that type's points of that protocol (None where the points have one ID
+            value, or are fewer than 2).
+        protocol_groups: protocol -> shift type (and ``'all'``) -> group (and
+            ``'all'``) -> means.
         notes: what could not be computed, and why.
+        rankings: protocol -> space -> the models ranked across shift types.
+        pool_metrics: whether a shift type's points may have several metrics.
     """
     points: List[ShiftPoint]
-    fits: Dict[str, Dict[str, Optional[EffectiveRobustnessFit]]]
-    groups: Dict[str, Dict[str, Dict[str, Any]]]
+    protocol_fits: Dict[Optional[str], Fits]
+    protocol_groups: Dict[Optional[str], Dict[str, Dict[str, Dict[str, Any]]]]
     notes: List[str] = field(default_factory=list)
+    rankings: Dict[Optional[str], Dict[str, ShiftRanking]] = field(default_factory=dict)
+    pool_metrics: bool = False
+
+    @property
+    def protocols(self) -> List[Optional[str]]:
+        """The protocols, in the points' order (``[None]``: the points name none)."""
+        return list(self.protocol_fits)
+
+    @property
+    def named_protocols(self) -> bool:
+        return self.protocols != [None]
+
+    def _single(self, what: str) -> Optional[str]:
+        if len(self.protocols) > 1:
+            raise ValueError(f'the points have several protocols ({self.protocols}): take '
+                             f'protocol_{what}[protocol] or for_protocol(protocol)')
+        return self.protocols[0]
+
+    @property
+    def fits(self) -> Fits:
+        """space -> shift type -> fit, of the only protocol (ValueError with several)."""
+        return self.protocol_fits[self._single('fits')]
+
+    @property
+    def groups(self) -> Dict[str, Dict[str, Dict[str, Any]]]:
+        """The group means of the only protocol (ValueError with several)."""
+        return self.protocol_groups[self._single('groups')]
 
     @property
     def shift_types(self) -> List[str]:
         return list(dict.fromkeys(p.shift_type for p in self.points))
 
+    @property
+    def metrics(self) -> List[str]:
+        """The points' metric names, in order (points without one left out)."""
+        return list(dict.fromkeys(p.metric for p in self.points if p.metric is not None))
+
+    def for_protocol(self, protocol: Optional[str]) -> 'ShiftAnalysis':
+        """The analysis of one protocol's points alone (its fits, groups and rankings;
+        the notes stay with the whole analysis)."""
+        return ShiftAnalysis([p for p in self.points if p.protocol == protocol],
+                             {protocol: self.protocol_fits[protocol]},
+                             {protocol: self.protocol_groups.get(protocol, {})}, [],
+                             {protocol: self.rankings.get(protocol, {})}, self.pool_metrics)
+
     def residual(self, index: int, space: str = 'linear') -> Dict[str, Optional[float]]:
         """Point ``index``'s effective robustness in ``space``: ``{'value', 'low',
         'high'}`` (None without a fit or a bootstrap)."""
         point = self.points[index]
-        fit = self.fits[space].get(point.shift_type)
+        fit = self.protocol_fits[point.protocol][space].get(point.shift_type)
         if fit is None:
             return {'value': None, 'low': None, 'high': None}
-        row = [i for i, p in enumerate(self.points)
-               if p.shift_type == point.shift_type].index(index)
+        row = [i for i, p in enumerate(self.points) if p.shift_type == point.shift_type
+               and p.protocol == point.protocol].index(index)
         bound = (lambda a: None if a is None else float(a[row]))  # noqa: E731
         return {'value': float(fit.residuals[row]), 'low': bound(fit.residual_low),
                 'high': bound(fit.residual_high)}
 
     def to_dict(self) -> Dict[str, Any]:
+        """Points, fits, groups, rankings and notes; fits, groups and rankings keyed by
+        protocol first when the points name protocols."""
         points = []
         for i, p in enumerate(self.points):
-            points.append(dict(model=p.model, group=p.group, dataset=p.dataset,
-                               shift_type=p.shift_type, id=p.id_value, ood=p.ood_value,
-                               loss=p.loss, relative_loss=p.relative_loss,
-                               effective_robustness={s: self.residual(i, s)
-                                                     for s in self.fits}))
-        fits = {space: {t: None if f is None else dict(
-            slope=f.slope, intercept=f.intercept, r_squared=f.r_squared,
-            points=len(f.models), bootstrap=f.n_bootstrap, usable_resamples=f.n_valid,
-            confidence=f.confidence, seed=f.seed) for t, f in by_type.items()}
-            for space, by_type in self.fits.items()}
-        return nan_to_null({'points': points, 'fits': fits, 'groups': self.groups,
-                            'notes': list(self.notes)})
+            row = {'protocol': p.protocol} if self.named_protocols else {}
+            row.update(model=p.model, group=p.group, dataset=p.dataset,
+                       shift_type=p.shift_type, metric=p.metric, id=p.id_value,
+                       ood=p.ood_value, loss=p.loss, relative_loss=p.relative_loss,
+                       effective_robustness={s: self.residual(i, s) for s in FIT_SPACES})
+            points.append(row)
+        fits = {k: _fits_dict(v) for k, v in self.protocol_fits.items()}
+        rankings = {k: {s: r.to_dict() for s, r in self.rankings.get(k, {}).items()}
+                    for k in self.protocols}
+        document: Dict[str, Any] = {'points': points, 'metrics': self.metrics,
+                                    'pool_metrics': self.pool_metrics}
+        if self.named_protocols:
+            document.update(protocols=self.protocols, fits=fits, groups=self.protocol_groups,
+                            ranking=rankings)
+        else:
+            document.update(fits=fits[None], groups=self.protocol_groups[None],
+                            ranking=rankings[None])
+        document['notes'] = list(self.notes)
+        return nan_to_null(document)
 
 
-def _check_points(points: Sequence[ShiftPoint]) -> List[ShiftPoint]:
+def _check_points(points: Sequence[ShiftPoint], pool_metrics: bool) -> List[ShiftPoint]:
     points = list(points)
     if not points:
         raise ValueError('no shift points to analyse')
@@ -145,15 +181,32 @@ def _check_points(points: Sequence[ShiftPoint]) -> List[ShiftPoint]:
     for point in points:
         if not isinstance(point, ShiftPoint):
             raise TypeError(f'shift points are ShiftPoint, got {type(point).__name__}')
-        key = (point.model, point.dataset)
+        key = (point.protocol, point.model, point.dataset)
         if key in seen:
-            raise ValueError(f'{point.model} on {point.dataset} is given twice')
+            under = '' if point.protocol is None else f' under protocol {point.protocol}'
+            raise ValueError(f'{point.model} on {point.dataset} is given twice{under}')
         seen.add(key)
+    protocols = list(dict.fromkeys(p.protocol for p in points))
+    if None in protocols and len(protocols) > 1:
+        unnamed = next(p for p in points if p.protocol is None)
+        raise ValueError(f'{unnamed.model} on {unnamed.dataset} names no protocol while '
+                         f'other points do ({[p for p in protocols if p]}): name the '
+                         'protocol of every point, or of none')
     for dataset in {p.dataset for p in points}:
         types = {p.shift_type for p in points if p.dataset == dataset}
         if len(types) > 1:
             raise ValueError(f'dataset pair {dataset} is tagged with several shift types '
                              f'({sorted(types)}); one pair has one shift type')
+    if not pool_metrics:
+        for protocol in protocols:
+            for shift_type in dict.fromkeys(p.shift_type for p in points):
+                metrics = list(dict.fromkeys(p.metric for p in points if p.protocol ==
+                                             protocol and p.shift_type == shift_type))
+                if len(metrics) > 1:
+                    names = ', '.join(m or 'unnamed' for m in metrics)
+                    raise ValueError(f'{_where(protocol, shift_type)}: points of several '
+                                     f'metrics ({names}); pool_metrics=True (--pool-metrics) '
+                                     'fits one line over them, as EarthShift does')
     return points
 
 
@@ -167,40 +220,12 @@ def _group_means(points: Sequence[ShiftPoint], residuals: Sequence[Optional[floa
             'effective_robustness': mean(finite) if len(finite) == len(points) else None}
 
 
-def analyze_shifts(points: Sequence[ShiftPoint], *, n_bootstrap: int = 1000,
-                   seed: Optional[int] = 0, confidence: float = 0.95) -> ShiftAnalysis:
-    """Fits per shift type in both spaces, residuals and group means (see the module
-    docstring). Same seed, same bootstrap.
-
-    Raises:
-        ValueError: no points, a model and dataset pair given twice, a dataset pair with
-            several shift types, or a bad value.
-    """
-    points = _check_points(points)
-    notes: List[str] = []
-    fits: Dict[str, Dict[str, Optional[EffectiveRobustnessFit]]] = {s: {} for s in FIT_SPACES}
-    types = list(dict.fromkeys(p.shift_type for p in points))
-    for shift_type in types:
-        members = [p for p in points if p.shift_type == shift_type]
-        ids = np.array([p.id_value for p in members])
-        if len(members) < 2 or np.ptp(ids) == 0:
-            notes.append(f'{shift_type}: {len(members)} point(s) with '
-                         f'{len(set(ids.tolist()))} ID value(s): no line can be fitted')
-            for space in FIT_SPACES:
-                fits[space][shift_type] = None
-            continue
-        if len({p.model for p in members}) < 3:
-            notes.append(f'{shift_type}: fewer than 3 models: the bootstrap over models has '
-                         'at most 2 to draw from')
-        for space in FIT_SPACES:
-            fits[space][shift_type] = effective_robustness_fit(
-                ids, [p.ood_value for p in members], models=[p.label for p in members],
-                name=shift_type, space=space, n_bootstrap=n_bootstrap, seed=seed,
-                confidence=confidence, clusters=[p.model for p in members])
-    analysis = ShiftAnalysis(points, fits, {}, notes)
-    residuals = [analysis.residual(i)['value'] for i in range(len(points))]
+def _groups(points: Sequence[ShiftPoint], residuals: Sequence[Optional[float]]
+            ) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """Shift type (and ``'all'``) -> group (and ``'all'``) -> means, of one protocol."""
+    blocks = {}
     groups = sorted({p.group for p in points if p.group is not None})
-    for shift_type in types + [ALL]:
+    for shift_type in list(dict.fromkeys(p.shift_type for p in points)) + [ALL]:
         chosen = [i for i, p in enumerate(points) if shift_type in (ALL, p.shift_type)]
         block = {ALL: _group_means([points[i] for i in chosen], [residuals[i] for i in chosen])}
         for group in groups:
@@ -208,96 +233,63 @@ def analyze_shifts(points: Sequence[ShiftPoint], *, n_bootstrap: int = 1000,
             if members:
                 block[group] = _group_means([points[i] for i in members],
                                             [residuals[i] for i in members])
-        analysis.groups[shift_type] = block
-    return analysis
+        blocks[shift_type] = block
+    return blocks
 
 
-def _shift_value(results: Any, name: str, where: str) -> float:
-    """The OOD value of shift set ``name`` (as it is) in a results file's shifts block."""
-    block = results.summary.blocks.get('shifts', {})
-    for row in block.get('sets') or []:
-        if row.get('name') == name and row.get('condition') == 'clean':
-            return float(row['ood'])
-    known = sorted({r.get('name') for r in block.get('sets') or []})
-    raise ValueError(f'{where}: {results.path} has no shift set {name!r} (its shift sets: '
-                     f'{known or "none"})')
-
-
-def read_csv_rows(path: str) -> List[Dict[str, str]]:
-    """The rows of a CSV file with a header line (UTF-8, with or without the byte-order
-    mark spreadsheet programs write), each a ``{column: value}`` dict.
-
-    Raises:
-        ValueError: the file cannot be read, is not UTF-8 text, has no rows, or a row
-            with fewer or more fields than the header (each naming the file and line).
-    """
-    try:
-        with open(path, newline='', encoding='utf-8-sig') as handle:
-            reader = csv.DictReader(handle)
-            numbered = [(reader.line_num, row) for row in reader]
-            header = reader.fieldnames or []
-    except UnicodeDecodeError as error:
-        raise ValueError(f'{path} is not UTF-8 text (byte 0x{error.object[error.start]:02x} '
-                         f'at offset {error.start}): save it as UTF-8 (CSV UTF-8 in a '
-                         'spreadsheet program)') from None
-    except OSError as error:
-        raise ValueError(f'{path} cannot be read: {error.strerror or error}') from None
-    if not numbered:
-        raise ValueError(f'{path} has no rows')
-    for number, row in numbered:
-        extra = row.get(None)  # type: ignore[call-overload]
-        short = [c for c in header if row.get(c) is None]
-        if extra or short:
-            given = len(header) + len(extra or ()) - len(short)
-            raise ValueError(f'{path} line {number} has {given} field(s), the header '
-                             f'{len(header)} ({", ".join(header)})')
-    return [row for _, row in numbered]
-
-
-def load_shift_points(path: str) -> Tuple[List[ShiftPoint], str]:
-    """The points of a CSV with the columns :data:`POINT_COLUMNS` (result paths relative
-    to the CSV's folder), and the metric: each side's value is the clean metric of its
-    results file. With an optional ``shift`` column naming a shift set of the ID results
-    (a run that evaluated the OOD set as a condition), the OOD value is that set's and
-    ``ood_results`` may be empty.
-
-    Raises:
-        ValueError: a missing column, an unreadable results file, ID and OOD results of
-            other tasks or metrics, or of other checkpoints, or a shift set the results
-            do not have (named, with the row).
-    """
-    folder = osp.dirname(osp.abspath(path))
-    rows = read_csv_rows(path)
-    lacking = [c for c in POINT_COLUMNS if c not in rows[0]]
-    if lacking:
-        raise ValueError(f'{path} lacks the column(s) {lacking}; columns: {list(POINT_COLUMNS)}')
-    points, metric = [], None
-    for number, row in enumerate(rows, 2):
-        where = f'{path} line {number} ({row["model"]} on {row["dataset"]})'
-        shift = (row.get('shift') or '').strip()
-        if shift:
-            results = read_results(osp.join(folder, row['id_results']))
-            metric = metric or (results.task, results.metric)
-            if (results.task, results.metric) != metric:
-                raise ValueError(f'{where}: results of another task or metric '
-                                 f'({(results.task, results.metric)}, expected {metric})')
-            points.append(ShiftPoint(row['model'], row['dataset'], row['shift_type'],
-                                     results.summary.clean,
-                                     _shift_value(results, shift, where),
-                                     row['group'] or None))
+def _fit_types(points: Sequence[ShiftPoint], protocol: Optional[str], notes: List[str],
+               **options: Any) -> Fits:
+    """The fits per shift type and space of one protocol's points."""
+    fits: Fits = {s: {} for s in FIT_SPACES}
+    for shift_type in dict.fromkeys(p.shift_type for p in points):
+        members = [p for p in points if p.shift_type == shift_type]
+        ids = np.array([p.id_value for p in members])
+        where = _where(protocol, shift_type)
+        if len(members) < 2 or np.ptp(ids) == 0:
+            notes.append(f'{where}: {len(members)} point(s) with '
+                         f'{len(set(ids.tolist()))} ID value(s): no line can be fitted')
+            for space in FIT_SPACES:
+                fits[space][shift_type] = None
             continue
-        files = [read_results(osp.join(folder, row[k])) for k in ('id_results', 'ood_results')]
-        kinds = {(f.task, f.metric) for f in files}
-        if metric is None:
-            metric = next(iter(kinds))
-        if len(kinds) > 1 or next(iter(kinds)) != metric:
-            raise ValueError(f'{where}: results of other tasks or metrics ({sorted(kinds)}, '
-                             f'expected {metric})')
-        digests = {f.provenance.get('checkpoint_sha256') for f in files} - {None}
-        if len(digests) > 1:
-            raise ValueError(f'{where}: the ID and OOD results come from different '
-                             'checkpoints (their checkpoint SHA-256 differ)')
-        points.append(ShiftPoint(row['model'], row['dataset'], row['shift_type'],
-                                 files[0].summary.clean, files[1].summary.clean,
-                                 row['group'] or None))
-    return points, metric[1]
+        if len({p.model for p in members}) < 3:
+            notes.append(f'{where}: fewer than 3 models: the bootstrap over models has '
+                         'at most 2 to draw from')
+        for space in FIT_SPACES:
+            fits[space][shift_type] = effective_robustness_fit(
+                ids, [p.ood_value for p in members], models=[p.label for p in members],
+                name=shift_type, space=space, clusters=[p.model for p in members],
+                **options)
+    return fits
+
+
+def analyze_shifts(points: Sequence[ShiftPoint], *, n_bootstrap: int = 1000,
+                   seed: Optional[int] = 0, confidence: float = 0.95,
+                   pool_metrics: bool = False) -> ShiftAnalysis:
+    """Fits per protocol, shift type and space, residuals, group means and the rankings
+    across shift types (see the module docstring). Same seed, same bootstrap.
+
+    Raises:
+        ValueError: no points, a model and dataset pair given twice (in one protocol), a
+            dataset pair with several shift types, points with and without a protocol,
+            points of several metrics in one shift type without ``pool_metrics``, or a
+            bad value.
+    """
+    points = _check_points(points, pool_metrics)
+    notes: List[str] = []
+    protocols = list(dict.fromkeys(p.protocol for p in points))
+    fits = {protocol: _fit_types([p for p in points if p.protocol == protocol], protocol,
+                                 notes, n_bootstrap=n_bootstrap, seed=seed,
+                                 confidence=confidence)
+            for protocol in protocols}
+    analysis = ShiftAnalysis(points, fits, {}, notes, pool_metrics=pool_metrics)
+    residuals = [analysis.residual(i)['value'] for i in range(len(points))]
+    for protocol in protocols:
+        chosen = [i for i, p in enumerate(points) if p.protocol == protocol]
+        members = [points[i] for i in chosen]
+        analysis.protocol_groups[protocol] = _groups(members, [residuals[i] for i in chosen])
+        analysis.rankings[protocol] = {space: rank_models(
+            members, fits[protocol][space], protocol=protocol, space=space,
+            confidence=confidence) for space in FIT_SPACES}
+        for ranking in analysis.rankings[protocol].values():
+            notes.extend(n for n in ranking.notes if n not in notes)
+    return analysis

@@ -58,26 +58,36 @@ def test_demo_trains_sweeps_and_reuses(tmp_path):
     assert 'detection: training the tiny model for 2 iterations' in first
     # off a terminal the progress bars print plain lines
     assert 'train: 4/4 (100%)' in first and first.count('\r') == 0, 'progress lines'
-    for task in ('segmentation', 'detection'):
-        assert f'[demo] {task}: robustness sweep over 3 conditions' in first  # + the shift
-        assert f'[demo] {task}: 3 conditions evaluated, 0 reused' in first
+    # + the shifted set; for detection also the DOTA-style mapped one
+    for task, count in (('segmentation', 3), ('detection', 4)):
+        assert f'[demo] {task}: robustness sweep over {count} conditions' in first
+        assert f'[demo] {task}: {count} conditions evaluated, 0 reused' in first
     tables = _tables(first)
     assert set(tables) == {'segmentation', 'detection'}
-    for task, metric, folder, shifted in (('segmentation', 'mIoU', 'seg', 'potsdam_shifted'),
-                                          ('detection', 'mAP', 'det', 'dior_shifted')):
+    for task, metric, folder, shifted in (('segmentation', 'mIoU', 'seg', ['potsdam_shifted']),
+                                          ('detection', 'mAP', 'det',
+                                           ['dior_shifted', 'dior_shifted_dota-classes'])):
         lines = tables[task]
         assert lines[0].split() == ['Clean', 'Gaussian', 'Noise', 'Avg', 'ΔTP']
         assert lines[1].split()[0] == metric and lines[2].split()[0] == 'ECE'
-        assert lines[3].strip().startswith(f'ID -> OOD {shifted} (')
         report = tmp_path / 'work' / folder / 'robustness' / 'report.md'
-        assert lines[4].strip() == f'report: {report}' and report.is_file()
+        assert lines[-1].strip() == f'report: {report}' and report.is_file()
         with open(report.parent / 'results.json') as f:
             numbers = json.load(f)['numbers']
         assert [c['condition'] for c in numbers['conditions']] == ['clean', 'gaussian_noise@5']
-        row = numbers['shifts']['sets'][0]
-        assert row['name'] == shifted and f"{row['id']:.2f} -> {row['ood']:.2f}" in lines[3]
+        rows = numbers['shifts']['sets']
+        assert [r['name'] for r in rows] == shifted and len(lines) == 4 + len(rows)
+        for row, line in zip(rows, lines[3:]):
+            assert line.strip().startswith(f'ID -> OOD {row["name"]} (')
+            assert f"{row['id']:.2f} -> {row['ood']:.2f}" in line
         assert numbers['per_class'] is not None and 'calib/ECE' in numbers['extra']
         assert lines[1].split()[1] == f"{numbers['clean']:.2f}"
+    # the mapped set holds 3 of the 4 demo classes (vehicle ignored): its row gives the
+    # like-for-like ID and drop over those, recomputed from the clean statistics
+    mapped = numbers['shifts']['sets'][1]
+    assert mapped['compared_classes'] == ['airplane', 'ship', 'storagetank']
+    assert (f"on its 3 classes {mapped['id_shared']:.2f} -> {mapped['ood_shared']:.2f}, "
+            f"drop {mapped['drop_shared']:.2f}") in tables['detection'][4]
     assert (tmp_path / 'work' / 'seg' / 'robustness' / 'temperature.json').is_file()
 
     # the second run in this process: what it checks is the reuse, not the process
@@ -91,13 +101,15 @@ def test_demo_trains_sweeps_and_reuses(tmp_path):
 
 
 def _tables(output):
-    """task -> the lines of its printed table (header, metric, ECE, the ID -> OOD row,
+    """task -> the lines of its printed table (header, metric, ECE, the ID -> OOD rows,
     report path)."""
     lines = output.splitlines()
     tables = {}
     for index, line in enumerate(lines):
         if line in ('  segmentation:', '  detection:'):
-            tables[line.strip(' :')] = lines[index + 1:index + 6]
+            end = next(i for i in range(index + 1, len(lines))
+                       if lines[i].strip().startswith('report: '))
+            tables[line.strip(' :')] = lines[index + 1:end + 1]
     return tables
 
 

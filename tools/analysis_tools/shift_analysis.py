@@ -1,17 +1,20 @@
 """Robustness to real distribution shifts across models (the EarthShift analysis).
 
     python tools/analysis_tools/shift_analysis.py PAIRS.csv [--out-dir DIR] \
-        [--bootstrap 1000] [--seed 0] [--confidence 0.95] [--no-plots]
+        [--bootstrap 1000] [--seed 0] [--confidence 0.95] [--pool-metrics] [--no-plots]
 
 PAIRS.csv has one row per model and dataset pair, with the columns model, group (may be
 empty), dataset (e.g. potsdam->vaihingen), shift_type (geographic, temporal, scale,
 sensor, source or your own) and id_results, ood_results: the results.json of the model
 on the in-distribution and on the shifted test set (paths relative to the CSV; each
-side's clean metric is used). Writes shift_analysis.json, shift_analysis.csv,
-shift_analysis.md and (without --no-plots) ood_vs_id.png into --out-dir: per point the
-OOD loss, the relative loss and the effective robustness against the line fitted per
-shift type over every model and dataset pair (linear and logit, bootstrap over models),
-and the means per group.
+side's clean metric is used). An optional protocol column (frozen, full...) fits each
+protocol apart; --pool-metrics accepts rows of different metrics (mIoU, mAP...) and fits
+one line per shift type over all of them. Writes shift_analysis.json, shift_analysis.csv,
+shift_analysis.md, shift_ranking.csv and (without --no-plots) ood_vs_id.png (one per
+protocol) into --out-dir: per point the OOD loss, the relative loss and the effective
+robustness against the line fitted per shift type over every model and dataset pair
+(linear and logit, bootstrap over models), the means per group and the models ranked
+across shift types.
 """
 import argparse
 import os.path as osp
@@ -29,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ToolArgumentParser(
         description='OOD loss and effective robustness per shift type across models')
     parser.add_argument('pairs', help='CSV: model, group, dataset, shift_type, id_results, '
-                        'ood_results')
+                        'ood_results (optional: protocol, shift)')
     parser.add_argument('--out-dir', default='work_dirs/shift_analysis',
                         help='output folder (default: %(default)s)')
     parser.add_argument('--bootstrap', type=int, default=1000,
@@ -38,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--seed', type=int, default=0, help='bootstrap seed')
     parser.add_argument('--confidence', type=float, default=0.95,
                         help='level of the bands and intervals (default %(default)s)')
+    parser.add_argument('--pool-metrics', action='store_true',
+                        help='accept rows of different metrics and fit one line per shift '
+                        'type over all of them (as EarthShift does)')
     parser.add_argument('--no-plots', action='store_true', help='skip ood_vs_id.png')
     return parser
 
@@ -60,9 +66,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(parser, argv)
     from reobench_mm.analysis.shift_report import write_shift_analysis
     from reobench_mm.analysis.shifts import analyze_shifts, load_shift_points
-    points, metric = load_shift_points(args.pairs)
+    points, metric = load_shift_points(args.pairs, pool_metrics=args.pool_metrics)
     analysis = analyze_shifts(points, n_bootstrap=args.bootstrap, seed=args.seed,
-                              confidence=args.confidence)
+                              confidence=args.confidence, pool_metrics=args.pool_metrics)
     files = write_shift_analysis(analysis, args.out_dir, metric, plots=not args.no_plots)
     with open(files['shift_analysis.md']) as handle:
         sys.stdout.write(handle.read())
