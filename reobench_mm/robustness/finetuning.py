@@ -49,13 +49,22 @@ _LABELS = {'clean': 'Clean', 'avg': 'Avg', 'delta_tp': 'ΔTP', 'ece_clean': 'ECE
 def frozen_stages_of(backbone: Mapping[str, Any]) -> Dict[str, Any]:
     """The settings that freeze every stage of ``backbone`` (a backbone config): for this
     package's ViTs ``frozen_stages`` = their depth (the embeddings and every block), for
-    ResNets their number of stages with the batch norms in eval mode.
+    ResNets their number of stages with the batch norms in eval mode; a
+    :class:`~reobench_mm.models.backbones.ChannelAdapter` freezes its wrapped backbone by
+    these rules and its own convolution (``frozen=True``: the official EarthShift code's
+    frozen mode leaves the adapter at its random initialisation).
 
     Raises:
         ValueError: a backbone type this cannot freeze (give the frozen config).
     """
     from ..models.backbones.convert import dense_backbone_types
     kind = str(backbone.get('type', '')).rsplit('.', 1)[-1]
+    if kind == 'ChannelAdapter':
+        wrapped = backbone.get('backbone')
+        if not isinstance(wrapped, Mapping):
+            raise ValueError(f'cannot freeze a ChannelAdapter whose backbone is {wrapped!r}: '
+                             'it must be a backbone config dict')
+        return dict(frozen=True, backbone=frozen_stages_of(wrapped))
     vits = dense_backbone_types()
     if kind in vits:
         import inspect
@@ -77,10 +86,11 @@ def write_frozen_twin(config: str, out_dir: str) -> str:
     settings = frozen_stages_of(cfg.model.backbone)
     os.makedirs(out_dir, exist_ok=True)
     path = osp.join(out_dir, osp.splitext(osp.basename(config))[0] + '_frozen.py')
+    frozen = ', '.join(f'{k}={v!r}' for k, v in settings.items())
     text = (f'# {osp.basename(config)} with its whole encoder frozen: only the decoder and '
             'heads are trained\n'
             f'_base_ = [{osp.abspath(config)!r}]\n'
-            f'model = dict(backbone=dict({", ".join(f"{k}={v!r}" for k, v in settings.items())}))\n')
+            f'model = dict(backbone=dict({frozen}))\n')
     atomic_write_text(path, text)
     return path
 

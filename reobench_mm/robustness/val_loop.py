@@ -56,10 +56,11 @@ class RobustnessValLoop(ValLoop):
         runner, dataloader, evaluator, fp16: as ``ValLoop``.
         **options: the options of :data:`~reobench_mm.robustness.options.VALIDATION_OPTIONS`,
             checked by :class:`~reobench_mm.robustness.options.RobustnessOptions` (listed
-            below). With attacks, MMSeg's ``IoUMetric`` and MMRotate's ``DOTAMetric`` in the
-            evaluator config are evaluated by the package's per-class twins (the same
-            numbers, plus the per-class values and the per-image statistics the worst of
-            the battery needs).
+            below). With attacks or shift sets, MMSeg's ``IoUMetric`` and MMRotate's
+            ``DOTAMetric`` in the evaluator config are evaluated by the package's per-class
+            twins (the same numbers, plus the per-class values and the per-image
+            statistics the worst of the battery and a mapped set's like-for-like numbers
+            need).
 
     Raises:
         SweepError (a ``ValueError``): an unknown option or a bad value.
@@ -81,9 +82,11 @@ class RobustnessValLoop(ValLoop):
         self.task = get_task(infer_task(cfg))
         self.ignore_index = label_ignore_index(evaluator)
         check_task(self.options, self.task.name)
-        transformed = any(k.transforms_batches and self.options.entries(k)
-                          for k in CONDITION_KINDS)
-        if transformed and isinstance(evaluator, (dict, list, tuple)):
+        # attacks (the worst of the battery) and sets of their own (a mapped set's
+        # like-for-like ID side) need the per-image statistics of the per-class twins
+        needs_stats = any((k.transforms_batches or k.own_data is not None)
+                          and self.options.entries(k) for k in CONDITION_KINDS)
+        if needs_stats and isinstance(evaluator, (dict, list, tuple)):
             evaluator = classwise_evaluator(evaluator)
         given = dataloader
         dataloader, self.placements = place_switch_step(
@@ -116,10 +119,13 @@ class RobustnessValLoop(ValLoop):
         return outputs
 
     def _record(self, condition: Any, done: Evaluated) -> Dict[str, Any]:
-        """What a block's builder reads of a condition's record: its result, and what its
-        kind's batch transform recorded."""
+        """What a block's builder reads of a condition's record: its result, what its
+        kind's batch transform recorded, and the data part of its fingerprint (a shift
+        set's class-map notes and the classes it can hold, for the like-for-like
+        numbers)."""
         record: Dict[str, Any] = dict(result=dict(value=condition_result_from_metrics(
-            done.metrics, self.task.results_name).value))
+            done.metrics, self.task.results_name).value),
+            fingerprint=self.evaluation.sources.fingerprint({}, condition))
         if done.transformed is not None:
             record[kind_of(condition).record_field] = done.transformed
         return record

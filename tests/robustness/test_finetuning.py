@@ -25,9 +25,40 @@ MODEL = osp.splitext(osp.basename(SEG_DEMO_CONFIG))[0]
      dict(frozen_stages=4)),
     (dict(type='ResNetV1c', depth=50), dict(frozen_stages=4, norm_eval=True)),
     (dict(type='mmdet.ResNet', depth=50, num_stages=3), dict(frozen_stages=3, norm_eval=True)),
+    # the adapter too (the official EarthShift code's frozen mode), and what it wraps
+    (dict(type='ChannelAdapter', in_channels=13, backbone=dict(type='ImageNetViT', arch='b')),
+     dict(frozen=True, backbone=dict(frozen_stages=12))),
+    (dict(type='reobench_mm.ChannelAdapter', in_channels=1,
+          backbone=dict(type='ResNetV1c', depth=18)),
+     dict(frozen=True, backbone=dict(frozen_stages=4, norm_eval=True))),
 ])
 def test_every_encoder_stage_is_frozen(backbone, expected):
     assert frozen_stages_of(backbone) == expected
+
+
+def test_an_adapter_around_an_unknown_encoder_needs_its_frozen_config():
+    with pytest.raises(ValueError, match="cannot freeze a backbone of type 'SwinTransformer'"):
+        frozen_stages_of(dict(type='ChannelAdapter', in_channels=13,
+                              backbone=dict(type='mmseg.SwinTransformer')))
+    with pytest.raises(ValueError, match='ChannelAdapter whose backbone is None'):
+        frozen_stages_of(dict(type='ChannelAdapter', in_channels=13))
+
+
+def test_the_frozen_twin_of_an_adapter_config_freezes_adapter_and_encoder(tmp_path):
+    config = tmp_path / 'upernet_adapter.py'
+    config.write_text(
+        f"_base_ = ['{SEG_DEMO_CONFIG}']\n"
+        "model = dict(backbone=dict(_delete_=True, type='ChannelAdapter', in_channels=13,\n"
+        "                           backbone=_base_.model.backbone))\n")
+    twin, original = Config.fromfile(write_frozen_twin(str(config), str(tmp_path))), \
+        Config.fromfile(str(config))
+    adapter = twin.model.backbone
+    assert adapter.frozen is True and adapter.in_channels == 13
+    assert adapter.backbone.frozen_stages == 4 and adapter.backbone.norm_eval is True
+    adapter.pop('frozen'), adapter.backbone.pop('frozen_stages'), adapter.backbone.pop('norm_eval')
+    original.model.backbone.backbone.pop('frozen_stages', None)
+    original.model.backbone.backbone.pop('norm_eval', None)
+    assert twin.model.to_dict() == original.model.to_dict()
 
 
 def test_an_unknown_encoder_needs_its_frozen_config():

@@ -519,6 +519,9 @@ def test_a_class_maps_ignored_pixels_take_the_evaluators_ignored_label(demo_data
                   on_disk=dict(shift_type='sensor', dataset=_potsdam_set(relabelled)))
     runner = _runner(tmp_path, data_root, shifts)
     runner.cfg.test_evaluator['ignore_index'] = 5
+    # the demo set's label rules name 255 as its ignored label, which an evaluator ignoring
+    # 5 refuses (tests/datasets/test_label_rules.py): here it states none
+    runner.cfg.test_dataloader.dataset.pop('metainfo')
     runner = Runner.from_cfg(runner.cfg)
     metrics = runner.test()
     assert metrics['shift/mapped/mIoU'] == metrics['shift/on_disk/mIoU']
@@ -538,6 +541,7 @@ def test_a_class_maps_ignored_pixels_take_the_evaluators_ignored_label(demo_data
     shifts = dict(mapped=dict(shift_type='sensor', dataset=mapped(ignore_index=255)))
     cfg = _runner(tmp_path, data_root, shifts, work='refused').cfg
     cfg.test_evaluator['ignore_index'] = 5
+    cfg.test_dataloader.dataset.pop('metainfo')
     with pytest.raises(SweepError, match=r"shift set 'mapped': its class map writes ignored "
                        r"classes as label 255 .*the test evaluator ignores label 5: .*"
                        r"ignore_index=5"):
@@ -594,13 +598,24 @@ def test_the_validation_loop_reports_the_shift_keys(demo_data, tmp_path):
     cfg.val_dataloader.dataset.data_root = data_root
     cfg.val_dataloader.num_workers = 0
     cfg.val_dataloader.persistent_workers = False
+    # and a set that cannot hold car: its like-for-like numbers, as the test loop's
+    mapped = dict(type='reobench_mm.ClassMappedDataset',
+                  mapping={c: (None if c == 'car' else c) for c in POTSDAM_CLASSES},
+                  dataset=_potsdam_set(osp.join(demo_data, 'potsdam_shifted')))
+    shifts = dict(s=dict(shift_type='sensor', dataset=_potsdam_set(
+        osp.join(demo_data, 'potsdam_shifted'))), m=dict(shift_type='source', dataset=mapped))
     cfg.val_cfg = dict(type='RobustnessValLoop', corruptions=['haze'], severities=[3],
-                       shifts=dict(s=dict(shift_type='sensor', dataset=_potsdam_set(
-                           osp.join(demo_data, 'potsdam_shifted')))))
+                       shifts=shifts)
     cfg.load_from = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
     metrics = Runner.from_cfg(cfg).val()
     assert math.isfinite(metrics['shift/s/mIoU'])
     assert metrics['shift/s/drop'] == pytest.approx(metrics['mIoU'] - metrics['shift/s/mIoU'])
+    assert 'shift/s/id_shared' not in metrics
+    runner = _runner(tmp_path, data_root, shifts, work='test')
+    tested = runner.test()
+    assert metrics['shift/m/id_shared'] == pytest.approx(tested['shift/m/id_shared'])
+    assert metrics['shift/m/drop_shared'] == pytest.approx(tested['shift/m/drop_shared'])
+    assert metrics['shift/m/id_shared'] != pytest.approx(metrics['mIoU'])
 
 
 def test_the_sweep_takes_the_shift_sets_and_files_from_the_config(demo_data, tmp_path):

@@ -48,6 +48,7 @@ def _bad_inputs(tmp):
         'tools/train.py': ([missing + '.py'], 'does not exist'),
         'tools/analysis_tools/data_budget.py': ([missing + '.py'], 'does not exist'),
         'tools/analysis_tools/finetune_compare.py': ([missing + '.py'], 'does not exist'),
+        'tools/analysis_tools/lr_sweep.py': ([missing + '.py'], 'does not exist'),
         'tools/analysis_tools/mitigation_table.py': ([null_results], 'null'),
         'tools/analysis_tools/representation_drift.py': (
             [SEG_DEMO_CONFIG, empty, '--corruptions', 'cloud'], 'empty'),

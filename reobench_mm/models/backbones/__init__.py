@@ -1,7 +1,9 @@
-"""Earth-observation ViT backbones for dense tasks, with official-checkpoint loaders."""
+"""Earth-observation ViT backbones for dense tasks, with official-checkpoint loaders, and a
+channel adapter for data with another number of bands."""
 from .base import (OUT_INDEX_PRESETS, DenseViTBackbone, check_state_dict,
                    load_checkpoint_file, resample_position_embedding, resolve_out_indices,
                    unwrap_state_dict)
+from .channel_adapter import ChannelAdapter
 from .clip_vit import CLIPVisionTransformer
 from .imagenet_vit import ImageNetViT
 from .rvsa import RVSA
@@ -12,7 +14,7 @@ from .vitae_rvsa import ViTAENCRVSA
 
 __all__ = [
     'DenseViTBackbone', 'TimmViTBackbone', 'RVSA', 'ViTAENCRVSA', 'SatMAE', 'SatMAEPlusPlus',
-    'ScaleMAE', 'ImageNetViT',
+    'ScaleMAE', 'ImageNetViT', 'ChannelAdapter',
     'CLIPVisionTransformer', 'OUT_INDEX_PRESETS', 'resolve_out_indices',
     'load_checkpoint_file', 'unwrap_state_dict', 'check_state_dict',
     'resample_position_embedding'
