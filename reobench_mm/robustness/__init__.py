@@ -21,6 +21,8 @@ The drivers (imported when used):
 - :mod:`~reobench_mm.robustness.sweep`: :class:`RobustnessSweep`, ``tools/robustness_test.py``;
 - :mod:`~reobench_mm.robustness.data_budget`: robustness against the training-set size;
 - :mod:`~reobench_mm.robustness.recipe`: plain against corruption-aware training;
+- :mod:`~reobench_mm.robustness.finetuning`: a frozen encoder against full fine-tuning;
+- :mod:`~reobench_mm.robustness.lr_sweep`: EarthShift's learning-rate sweep, then seeds;
 - :mod:`~reobench_mm.robustness.drift`: how far a backbone's features move.
 
 The names below are importable from this package; each loads its module on first use, so
@@ -36,6 +38,7 @@ _EXPORTS = {
     'RobustnessSweep': 'sweep', 'run_sweep': 'sweep', 'CheckpointMismatchError': 'sweep',
     'merge_sweeps': 'shards', 'run_data_budget': 'data_budget',
     'compare_recipes': 'recipe', 'representation_drift': 'drift',
+    'compare_finetuning': 'finetuning', 'run_lr_sweep': 'lr_sweep',
 }
 _ERRORS = ('SweepError', 'FingerprintMismatchError', 'WorkDirLockedError')
 
