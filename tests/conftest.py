@@ -81,7 +81,8 @@ def demo_data(run_root) -> str:
     root = osp.join(run_root, 'demo_data')
     with FileLock(root + '.lock'):
         if not osp.isfile(osp.join(root, 'done')):
-            make_demo_data(root, seed=0, num_train=6, num_test=3, size=256)
+            make_demo_data(root, seed=0, num_train=6, num_test=3, size=256,
+                           num_potsdam_test=3)
             write_shifted_demo_data(root, seed=0, num_test=3, size=256)
             with open(osp.join(root, 'done'), 'w', encoding='utf-8') as handle:
                 handle.write('ok\n')

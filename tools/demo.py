@@ -9,9 +9,9 @@ on the clean pixels of 2 held-out test images, which are then not evaluated) and
 shift: a shifted test set of each task (near-infrared/red/green at twice the ground
 sampling distance for the tiles, an arid palette at twice the distance for the scenes)
 evaluated as a condition of the same sweep, and for detection the shifted scenes once
-more through a DOTA-style class map (vehicle ignored), with its like-for-like drop. Prints the paper-layout table and the
-ID -> OOD rows of each task and the path of its ``report.md``. A rerun reuses the models
-and the finished conditions.
+more through a DOTA-style class map (vehicle ignored), with its like-for-like drop.
+Prints the paper-layout table and the ID -> OOD rows of each task and the path of its
+``report.md``. A rerun reuses the models and the finished conditions.
 
     python tools/demo.py [--data-root data/demo] [--work-dir work_dirs/demo]
                          [--iters N] [--det-iters N] [--corruptions NAME|GROUP ...]
@@ -32,8 +32,8 @@ from mmengine.runner import Runner
 from reobench_mm.analysis.result_blocks import block_console_lines
 from reobench_mm.analysis.results_file import read_results
 from reobench_mm.analysis.tables import paper_table_lines
-from reobench_mm.datasets.synthetic import (SYNTHETIC_DATA_VERSION, make_demo_data,
-                                            tree_digest)
+from reobench_mm.datasets.synthetic import (DEMO_POTSDAM_TEST, SYNTHETIC_DATA_VERSION,
+                                            make_demo_data, tree_digest)
 from reobench_mm.datasets.synthetic_shift import (SHIFTED_DATA_VERSION, SHIFTED_SETS,
                                                   write_shifted_demo_data)
 from reobench_mm.engine import release_dataloader_workers, rescale_iter_schedule
@@ -89,7 +89,7 @@ def ensure_demo_data(root: str, seed: int) -> bool:
     """
     stamp = osp.join(root, 'digest.json')
     wanted = {'seed': seed, 'version': SYNTHETIC_DATA_VERSION,
-              'shifted_version': SHIFTED_DATA_VERSION}
+              'shifted_version': SHIFTED_DATA_VERSION, 'potsdam_test': DEMO_POTSDAM_TEST}
     if osp.isfile(stamp):
         with open(stamp) as f:
             recorded = json.load(f)

@@ -2,7 +2,7 @@
 shifted test sets (``potsdam_shifted``, ``dior_shifted``).
 
     python tools/make_demo_data.py [--out data/demo] [--seed 0] [--num-train 24]
-        [--num-test 8] [--size 256]
+        [--num-test 8] [--num-potsdam-test 12] [--size 256]
 
 Same seed and sizes, same bytes. See reobench_mm.datasets.synthetic and
 reobench_mm.datasets.synthetic_shift.
@@ -20,7 +20,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--num-train', type=int, default=24,
                         help='training images per dataset (Potsdam train, DIOR trainval)')
     parser.add_argument('--num-test', type=int, default=8,
-                        help='evaluation images per dataset (Potsdam val, DIOR test)')
+                        help='evaluation images of DIOR test and the shifted sets')
+    parser.add_argument('--num-potsdam-test', type=int, default=12,
+                        help='evaluation images of Potsdam val (default: %(default)s, of which '
+                        'make demo holds 2 out for the temperature)')
     parser.add_argument('--size', type=int, default=256, help='image side in pixels')
     return parser.parse_args()
 
@@ -30,7 +33,8 @@ def main() -> None:
     from reobench_mm.datasets.synthetic import make_demo_data, tree_digest
     from reobench_mm.datasets.synthetic_shift import write_shifted_demo_data
     counts = make_demo_data(args.out, seed=args.seed, num_train=args.num_train,
-                            num_test=args.num_test, size=args.size)
+                            num_test=args.num_test, size=args.size,
+                            num_potsdam_test=args.num_potsdam_test)
     counts.update(write_shifted_demo_data(args.out, seed=args.seed, num_test=args.num_test,
                                           size=args.size))
     for name, splits in counts.items():

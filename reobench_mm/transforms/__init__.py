@@ -5,8 +5,9 @@ from .label_erosion import ErodeLabelBoundaries, erode_label_boundaries
 from .corruption import ApplyCorruption, ApplyCorruptionToLabels, move_boxes, move_labels
 from .placement import Placement, corruption_position, corruption_steps, place_corruption
 from .random_corruption import RandomCorruption, training_corruptions
+from .raster_loading import IgnoreNodataLabels, LoadMultiBandImageFromFile
 
 __all__ = ['ApplyCorruption', 'MapClasses', 'ApplyCorruptionToLabels', 'RandomCorruption',
            'training_corruptions', 'corruption_steps', 'move_boxes', 'move_labels',
            'Placement', 'corruption_position', 'place_corruption', 'ErodeLabelBoundaries',
-           'erode_label_boundaries']
+           'erode_label_boundaries', 'LoadMultiBandImageFromFile', 'IgnoreNodataLabels']

@@ -85,7 +85,7 @@ def is_image_loading_name(name: str) -> bool:
 
 #: Steps that set how the loaded labels are scored; they belong to the loading, so a
 #: corruption (a geometric one moving the labels) comes after them.
-LABEL_RULE_STEPS = ('ErodeLabelBoundaries', )
+LABEL_RULE_STEPS = ('ErodeLabelBoundaries', 'IgnoreNodataLabels')
 
 
 def is_annotation_loading_name(name: str) -> bool:

@@ -17,16 +17,21 @@ def _rng(seed):
 
 
 def test_same_seed_same_bytes(tmp_path):
-    make_demo_data(str(tmp_path / 'a'), seed=3, num_train=2, num_test=1, size=64)
-    make_demo_data(str(tmp_path / 'b'), seed=3, num_train=2, num_test=1, size=64)
-    make_demo_data(str(tmp_path / 'c'), seed=4, num_train=2, num_test=1, size=64)
+    make_demo_data(str(tmp_path / 'a'), seed=3, num_train=2, num_test=1, size=64,
+                   num_potsdam_test=1)
+    make_demo_data(str(tmp_path / 'b'), seed=3, num_train=2, num_test=1, size=64,
+                   num_potsdam_test=1)
+    make_demo_data(str(tmp_path / 'c'), seed=4, num_train=2, num_test=1, size=64,
+                   num_potsdam_test=1)
     assert tree_digest(str(tmp_path / 'a')) == tree_digest(str(tmp_path / 'b'))
     assert tree_digest(str(tmp_path / 'a')) != tree_digest(str(tmp_path / 'c'))
 
 
 def test_images_do_not_depend_on_dataset_size(tmp_path):
-    make_demo_data(str(tmp_path / 'small'), seed=0, num_train=1, num_test=1, size=64)
-    make_demo_data(str(tmp_path / 'large'), seed=0, num_train=3, num_test=2, size=64)
+    make_demo_data(str(tmp_path / 'small'), seed=0, num_train=1, num_test=1, size=64,
+                   num_potsdam_test=1)
+    make_demo_data(str(tmp_path / 'large'), seed=0, num_train=3, num_test=2, size=64,
+                   num_potsdam_test=2)
     for rel in ('potsdam/img_dir/train', 'potsdam/ann_dir/val', 'dior/JPEGImages-trainval'):
         for path in glob.glob(str(tmp_path / 'small' / rel / '*')):
             other = path.replace(str(tmp_path / 'small'), str(tmp_path / 'large'))
@@ -158,3 +163,19 @@ def test_mmrotate_reads_ours_and_the_real_dior_sample(real_samples, demo_data, t
         assert info['instances']
         for instance in info['instances']:
             assert np.asarray(instance['bbox']).shape == (8, )
+
+
+def test_the_demo_potsdam_test_set_lets_a_paired_test_fire():
+    """``make demo`` evaluates DEMO_POTSDAM_TEST - 2 images (2 are held out for the
+    temperature): enough that the exact paired permutation test can reach a p-value
+    below 0.05 even after Benjamini-Hochberg over 25 numbers with one at the floor (its
+    adjusted p is floor * 25); the 6 images of the earlier demo could not (2/64 = 0.031
+    alone, 0.78 over 25)."""
+    from helpers import load_tool
+    from reobench_mm.analysis.paired import smallest_p_value
+    from reobench_mm.datasets.synthetic import DEMO_POTSDAM_TEST
+    evaluated = DEMO_POTSDAM_TEST - load_tool('demo.py').DEMO_TEMPERATURE_SPLIT
+    assert evaluated == 10
+    floor = smallest_p_value(evaluated, True, 10000)
+    assert floor == 2 / 1024 and floor * 25 < 0.05
+    assert smallest_p_value(6, True, 10000) * 25 > 0.05

@@ -183,7 +183,8 @@ def main(argv=None):
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         data_root = osp.join(tmp, 'demo_data')
-        make_demo_data(data_root, seed=0, num_train=6, num_test=3, size=256)  # as conftest
+        make_demo_data(data_root, seed=0, num_train=6, num_test=3, size=256,
+                       num_potsdam_test=3)  # as conftest
         write_shifted_demo_data(data_root, seed=0, num_test=3, size=256)
         for task in RUNS:
             out[task] = run_reference_sweep(task, data_root, osp.join(tmp, task))

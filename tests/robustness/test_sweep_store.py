@@ -45,7 +45,7 @@ def _load_tool(path):
 def small_data(tmp_path_factory):
     """Synthetic Potsdam tiles: two 128x128 test images."""
     root = str(tmp_path_factory.mktemp('sweep_store_data'))
-    make_demo_data(root, seed=0, num_train=1, num_test=2, size=128)
+    make_demo_data(root, seed=0, num_train=1, num_test=2, size=128, num_potsdam_test=2)
     return osp.join(root, 'potsdam')
 
 
