@@ -38,11 +38,12 @@ def test_install_rejects_a_broken_interpreter(tmp_path):
 
 def test_make_demo_data_tool(tmp_path):
     out = tmp_path / 'demo'
-    args = ['--out', out, '--num-train', '1', '--num-test', '1', '--size', '64']
+    args = ['--out', out, '--num-train', '1', '--num-test', '1', '--num-potsdam-test', '2',
+            '--size', '64']
     first, second = (tool_result('make_demo_data.py', args) for _ in range(2))
     assert first.returncode == 0 and second.returncode == 0, (first, second)
     first, second = first.stdout + first.stderr, second.stdout + second.stderr
-    assert 'potsdam: 1 train, 1 val' in first and 'dior: 1 trainval, 1 test' in first
+    assert 'potsdam: 1 train, 2 val' in first and 'dior: 1 trainval, 1 test' in first
     digest = [line for line in first.splitlines() if 'digest' in line]
     assert digest and digest[0] in second
 
