@@ -11,12 +11,16 @@ Argument checks usable before any image is seen (e.g. when a pipeline is built):
 :func:`check_seed`, :func:`check_max_value`, :func:`check_severity`,
 :func:`check_protocol`, :func:`full_scale` (``max_value`` against a dtype),
 :func:`check_ignore_index` (label maps), :func:`check_bands` (the ``bands`` option of
-``cloud_shadow``), :func:`check_canvas` (the ``canvas`` option of ``scale``);
+every pixel-value corruption), :func:`check_canvas` (the ``canvas`` option of ``scale``);
 :func:`check_image` checks an image.
+
+Band kinds by band name (:func:`band_kinds`, :func:`optical_bands`) and the bands each
+corruption acts on (``get_corruption(name).band_domain``): :mod:`.bands`.
 """
 from . import appearance, geometric  # noqa: F401  (registers the corruptions)
 from .api import corrupt, corrupt_geometric
 from .appearance import check_bands
+from .bands import BAND_DOMAINS, band_kinds, optical_bands
 from .condition import CLEAN, CLEAN_NAME, CONDITION_FIELDS, Condition
 from .base import (CATEGORIES, GROUPS, PROTOCOLS, CorruptionSpec, check_image,
                    check_max_value, check_protocol, check_seed, check_severity, full_scale,
@@ -30,5 +34,5 @@ __all__ = [
     'CATEGORIES', 'GROUPS', 'check_seed', 'check_max_value', 'check_severity',
     'check_protocol', 'check_image', 'full_scale', 'check_ignore_index', 'Condition',
     'CLEAN', 'CLEAN_NAME', 'CONDITION_FIELDS', 'check_bands', 'check_canvas', 'SCALE_CANVASES',
-    'DEFAULT_SCALE_CANVAS'
+    'DEFAULT_SCALE_CANVAS', 'BAND_DOMAINS', 'band_kinds', 'optical_bands'
 ]

@@ -20,16 +20,23 @@ def check_arguments(name: str, severity: int, seed: int, protocol: str,
     protocol, the severity, its options, the seed and the full scale;
     ``(spec, severity, seed)``.
 
+    Every pixel-value corruption takes ``bands`` (see :func:`corrupt`) besides its own
+    options; a geometric one refuses it.
+
     Raises:
-        KeyError: an unknown corruption; TypeError: an unknown option; ValueError: a bad
-            severity, seed or ``max_value``.
+        KeyError: an unknown corruption; TypeError: an unknown option (``bands`` for a
+            geometric corruption); ValueError: a bad severity, seed or ``max_value``.
     """
     spec = get_corruption(name, protocol)
     severity = check_severity(severity)
-    unknown = set(options) - set(spec.options)
+    if 'bands' in options and not spec.takes_bands:
+        raise TypeError(f'{name} is a geometric corruption: it moves every band together, '
+                        'so it takes no bands option (bands is for the pixel-value '
+                        f'corruptions); valid options of {name}: {list(spec.options)}')
+    unknown = set(options) - set(spec.accepted_options)
     if unknown:
         raise TypeError(f'{name} got unknown options {sorted(unknown)}; '
-                        f'valid: {list(spec.options) or "none"}')
+                        f'valid: {list(spec.accepted_options) or "none"}')
     seed = check_seed(seed)
     check_max_value(max_value)  # kept as given: messages show the caller's value
     return spec, severity, seed
@@ -53,6 +60,10 @@ def _run(image: np.ndarray, name: str, severity: int, seed: int, key, protocol: 
     _check_key(spec, severity, key)
     rng = make_rng(seed, f'{protocol}/{name}', severity, key)
     parameter = spec.parameter_for(severity)
+    if 'bands' not in spec.options:
+        # a selection the kernel does not handle itself: it runs on every band and
+        # corrupt() puts the bands not selected back
+        options = {k: v for k, v in options.items() if k != 'bands'}
     if spec.uint8_func is not None and bands.dtype == np.uint8:
         # kernels may hand the array to OpenCV or reshape it: give them C order
         return spec, spec.uint8_func(np.ascontiguousarray(bands), parameter, rng, **options)
@@ -99,9 +110,12 @@ def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
             > 0 up to the dtype's largest); ``uint8`` is always 255 (None or 255 only).
         **options: the corruption's own options (e.g. ``channel_order`` for
             ``compression_artifacts``, ``border`` for geometric ones, ``canvas`` for
-            ``scale``, ``bands`` for ``cloud_shadow``); anything else is an error.
-            With ``bands``, the bands not listed are returned bit-identical to the
-            input's.
+            ``scale``); anything else is an error. Every pixel-value (non-geometric)
+            corruption also takes ``bands``, a list of band positions counted from 0
+            (e.g. the optical bands of a multi-sensor stack): the listed bands are
+            exactly those of the all-band result, the others are returned
+            bit-identical to the input's; None is every band. Geometric corruptions
+            move every band together and refuse it.
 
     Returns:
         A new array of the input's shape and dtype (geometric corruptions: the image
@@ -111,8 +125,9 @@ def corrupt(image: np.ndarray, name: str, severity: int, *, seed: int = 0,
     Raises:
         KeyError: an unknown name (the message says which protocol has it, or
             suggests close names, and lists the valid ones).
-        TypeError: an unknown option, a non-array image, an unsupported dtype
-            (int32, int64, bool, ...), a key that is neither str nor int.
+        TypeError: an unknown option (``bands`` for a geometric one), a non-array
+            image, an unsupported dtype (int32, int64, bool, ...), a key that is neither
+            str nor int.
         ValueError: a bad protocol, severity, seed or ``max_value``, a bad shape,
             values outside [0, full scale] / NaN / inf (see :func:`check_image`), or
             no key for a corruption that draws random numbers.

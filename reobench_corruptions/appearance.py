@@ -344,7 +344,8 @@ register_uint8_kernel('data_gaps', 'reobench', 'identical')(data_gaps)
 
 
 @register_corruption('brightness_contrast', 'reobench', 'environmental', 'offset b / gain c',
-                     ((0.0, 1.0), (0.1, 0.8), (0.2, 0.6), (0.3, 0.4), (0.4, 0.2)))
+                     ((0.0, 1.0), (0.1, 0.8), (0.2, 0.6), (0.3, 0.4), (0.4, 0.2)),
+                     band_domain='optical')
 def brightness_contrast(image: np.ndarray, offset_and_gain, rng: np.random.Generator
                         ) -> np.ndarray:
     offset, gain = offset_and_gain
@@ -384,7 +385,8 @@ def _cloud_clear_weight(height: int, width: int, density: float, rng: np.random.
 
 
 @register_corruption('cloud', 'reobench', 'environmental', 'density d (threshold 1 − d)',
-                     (0.10, 0.15, 0.20, 0.25, 0.30), stochastic=True)
+                     (0.10, 0.15, 0.20, 0.25, 0.30), stochastic=True,
+                     band_domain='optical')
 def cloud(image: np.ndarray, density: float, rng: np.random.Generator) -> np.ndarray:
     weight = _cloud_clear_weight(image.shape[0], image.shape[1], density, rng)
     # x·(1 − m) + 0.9·m computed as (x − 0.9)·(1 − m) + 0.9: three in-place passes
@@ -420,7 +422,7 @@ def _per_band_weight(weight: np.ndarray, bands: int) -> np.ndarray:
 
 
 @register_corruption('haze', 'reobench', 'environmental', 'intensity I',
-                     (0.2, 0.3, 0.4, 0.5, 0.6))
+                     (0.2, 0.3, 0.4, 0.5, 0.6), band_domain='optical')
 def haze(image: np.ndarray, intensity: float, rng: np.random.Generator) -> np.ndarray:
     out = image * np.float32(1.0 - intensity)
     out += np.float32(intensity)  # in place: one full-size allocation
@@ -545,7 +547,7 @@ def _cloud_shadow_blend(image: np.ndarray, opacity: np.ndarray, shadow: np.ndarr
 
 @register_corruption('cloud_shadow', 'geofm_calibration', 'environmental',
                      'fraction of pixels under cloud', (0.2, 0.4, 0.6, 0.8, 1.0),
-                     options=('bands', ), stochastic=True)
+                     options=('bands', ), stochastic=True, band_domain='optical')
 def cloud_shadow(image: np.ndarray, coverage: float, rng: np.random.Generator,
                  bands: Optional[Sequence[int]] = None) -> np.ndarray:
     """Ground darkened under the shadow, then the cloud blended over it (row tiles).

@@ -34,6 +34,8 @@ from typing import (Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from .bands import check_band_domain
+
 __all__ = [
     'CorruptionSpec', 'PROTOCOLS', 'CATEGORIES', 'GROUPS', 'register_corruption',
     'register_uint8_kernel', 'UINT8_RELATIONS', 'as_bands', 'get_corruption',
@@ -71,6 +73,10 @@ class CorruptionSpec:
         stochastic: whether it draws random numbers (noise, stripes, clouds, shifts):
             then every call at severity 1..5 needs the sample's key (``corrupt`` refuses
             ``key=None``). The others are a function of the image alone.
+        band_domain: the bands it acts on (:data:`~reobench_corruptions.bands.BAND_DOMAINS`):
+            ``'optical'`` for atmospheric and illumination effects, ``'all'`` for the
+            others. ``ApplyCorruption`` restricts an optical one to the optical bands of
+            an image whose band names it knows.
     """
     name: str
     protocol: str
@@ -83,6 +89,21 @@ class CorruptionSpec:
     uint8_func: Optional[Callable] = None
     uint8_relation: Optional[str] = None
     stochastic: bool = False
+    band_domain: str = 'all'
+
+    @property
+    def takes_bands(self) -> bool:
+        """Whether it takes the ``bands`` option (every pixel-value corruption; the
+        geometric ones move every band together and refuse it)."""
+        return not self.moves_labels
+
+    @property
+    def accepted_options(self) -> Tuple[str, ...]:
+        """Every option ``corrupt`` accepts for it: :attr:`options` and, for pixel-value
+        corruptions, ``bands``."""
+        if self.takes_bands and 'bands' not in self.options:
+            return self.options + ('bands', )
+        return self.options
 
     def parameter_for(self, severity: int):
         """The table value for ``severity`` (1..5)."""
@@ -95,10 +116,15 @@ _REGISTRY: Dict[Tuple[str, str], CorruptionSpec] = {}
 
 def register_corruption(name: str, protocol: str, category: str, parameter: str,
                         severities: Sequence, options: Sequence[str] = (),
-                        stochastic: bool = False) -> Callable:
+                        stochastic: bool = False, band_domain: str = 'all') -> Callable:
     """Decorator registering ``func`` as corruption ``name`` of ``protocol``;
-    ``stochastic`` says whether it draws from its generator (see :class:`CorruptionSpec`)."""
+    ``stochastic`` says whether it draws from its generator, ``band_domain`` which bands
+    it acts on (see :class:`CorruptionSpec`)."""
     check_protocol(protocol)
+    check_band_domain(band_domain)
+    if category == 'geometric' and band_domain != 'all':
+        raise ValueError(f'{name}: a geometric corruption moves every band, so its band '
+                         f"domain is 'all', got {band_domain!r}")
     if category not in CATEGORIES:
         raise ValueError(f'unknown category {category!r}; valid: {CATEGORIES}')
     if len(severities) != 5:
@@ -110,7 +136,8 @@ def register_corruption(name: str, protocol: str, category: str, parameter: str,
             raise KeyError(f'corruption {name!r} is already registered for {protocol!r}')
         _REGISTRY[key] = CorruptionSpec(name, protocol, category, parameter, tuple(severities),
                                         category == 'geometric', func, tuple(options),
-                                        stochastic=bool(stochastic))
+                                        stochastic=bool(stochastic),
+                                        band_domain=band_domain)
         return func
 
     return wrap

@@ -450,9 +450,9 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
             ``'cpu'`` (libjpeg, the numpy engine's bits; the image's bytes go to the CPU
             and back) or ``'device'`` (nvJPEG on CUDA tensors; its parity with libjpeg
             is measured by ``benchmarks/gpu_device_check.py``, not assumed).
-        **options: the corruption's own options (``bands`` for ``cloud_shadow``,
-            ``channel_order`` for ``compression_artifacts``, ``border`` for the
-            geometric ones, ``canvas`` for ``scale``); anything else is an error.
+        **options: the corruption's own options (``bands`` for every pixel-value
+            corruption, ``channel_order`` for ``compression_artifacts``, ``border`` for
+            the geometric ones, ``canvas`` for ``scale``); anything else is an error.
 
     Returns:
         A new tensor of the input's shape, dtype and device.

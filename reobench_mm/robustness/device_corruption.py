@@ -29,7 +29,7 @@ from typing import Any, Dict, Optional
 from reobench_corruptions import get_corruption
 from reobench_corruptions.condition import Condition
 from ..errors import SweepError
-from ..transforms.corruption import ApplyCorruption, move_sample_labels
+from ..transforms.corruption import ApplyCorruption, band_options, move_sample_labels
 from .conditions.kinds import is_corruption
 
 __all__ = ['CORRUPTION_DEVICES', 'DeviceCorruption']
@@ -90,7 +90,8 @@ class DeviceCorruption:
         options = dict(step.corruption_options.get(condition.corruption, {}))
         common = dict(seed=condition.seed, protocol=condition.protocol,
                       max_value=step.max_value)
-        geometric = get_corruption(condition.corruption, condition.protocol).moves_labels
+        spec = get_corruption(condition.corruption, condition.protocol)
+        geometric = spec.moves_labels
         inputs, samples = list(data_batch['inputs']), list(data_batch['data_samples'])
         for i, (image, sample) in enumerate(zip(inputs, samples)):
             meta = sample.metainfo
@@ -103,10 +104,21 @@ class DeviceCorruption:
                     f'{tuple(original[:2])}: the corruptions are defined at the original '
                     "size; corrupt in the pipeline (corruption_device='pipeline')")
             keys = [ApplyCorruption.sample_key(meta)]
-            if not geometric:
+            if not geometric:  # an optical-only corruption on the optical bands, as in
+                # the pipeline (the sample's band_names, when packed into its metainfo)
+                if spec.band_domain != 'all' and meta.get('band_names') is None and \
+                        image.shape[0] > 4:  # more bands than OpenCV decodes: named ones
+                    raise SweepError(
+                        f"corruption_device='model': {condition.corruption} acts on "
+                        f'{spec.band_domain} bands only, and image {meta.get("img_path", i)} '
+                        f'({image.shape[0]} bands) reaches the test step without its '
+                        "band_names: add 'band_names' to the packing step's meta_keys")
+                chosen = band_options(condition.corruption, spec.band_domain,
+                                      f"corruption_device='model' under {condition.key}",
+                                      meta.get('band_names'), image.shape[0], options)
                 inputs[i] = corrupt_torch(image.to(device)[None], condition.corruption,
                                           condition.severity, keys=keys, **common,
-                                          **options)[0]
+                                          **chosen)[0]
                 continue
             out, (transform, ) = corrupt_geometric_torch(
                 image.to(device)[None], condition.corruption, condition.severity, keys=keys,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os.path as osp
 import warnings
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -11,6 +11,7 @@ from mmcv.transforms import BaseTransform
 
 from reobench_corruptions import corrupt, corrupt_geometric, get_corruption
 from reobench_corruptions.appearance import check_channel_order, jpeg_round_trip
+from reobench_corruptions.bands import band_kinds, bands_in_domain
 from reobench_corruptions.base import (PROTOCOLS, as_bands, check_max_value, from_float,
                                 list_corruptions, to_float)
 from reobench_corruptions.condition import CLEAN_NAME, Condition
@@ -28,8 +29,9 @@ _OWN_OPTIONS = ('channel_order', 'border')
 
 def check_corruption_options(options: Optional[Mapping[str, Any]]) -> Dict[str, dict]:
     """``corruption_options`` as ``{corruption name: {option: value}}``, checked: every
-    name is a corruption of a protocol and every option one that corruption takes (its
-    values are checked by the engine when it runs, at every severity).
+    name is a corruption of a protocol and every option one that corruption takes
+    (``bands`` for every pixel-value corruption; its values are checked by the engine
+    when it runs, at every severity).
 
     Raises:
         ValueError: not a mapping of mappings, an unknown corruption or option.
@@ -46,7 +48,7 @@ def check_corruption_options(options: Optional[Mapping[str, Any]]) -> Dict[str, 
         if not protocols:
             raise ValueError(f'corruption_options names {name!r}, which is not a corruption '
                              f'of any protocol')
-        valid = [o for o in get_corruption(name, protocols[0]).options
+        valid = [o for o in get_corruption(name, protocols[0]).accepted_options
                  if o not in _OWN_OPTIONS]
         if not isinstance(given, Mapping) or set(given) - set(valid):
             raise ValueError(f'corruption_options[{name!r}] must be a dict of its options '
@@ -57,6 +59,43 @@ def check_corruption_options(options: Optional[Mapping[str, Any]]) -> Dict[str, 
 
 def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def band_options(corruption: str, domain: str, what: str,
+                 band_names: Optional[Sequence[str]], count: int,
+                 options: Mapping[str, Any]) -> dict:
+    """``options`` with the ``bands`` a corruption of band ``domain`` (its spec's
+    ``band_domain``) acts on in a sample of ``count`` bands named ``band_names`` (see Bands
+    in :class:`ApplyCorruption`; the pipeline step and ``corruption_device='model'`` both
+    ask it; ``what`` names the step in errors): unchanged without ``band_names``, for a
+    corruption of every band, with an explicit ``bands``, when no band's kind is known,
+    or when every band is in its domain.
+
+    Raises:
+        ValueError: ``band_names`` of another length than the image's band count, or
+            named bands none of which is in the corruption's domain.
+    """
+    if band_names is None or domain == 'all' or 'bands' in options:
+        return dict(options)
+    names = list(band_names)
+    if len(names) != count:
+        raise ValueError(f'{what}: the sample\'s band_names name {len(names)} bands '
+                         f'({names}) but its image has {count}; they must name every band '
+                         'of the image, in order')
+    kinds = band_kinds(names)
+    if all(kind == 'unknown' for kind in kinds):
+        return dict(options)  # nothing known of the bands: every band, as without names
+    selected = bands_in_domain(names, domain)
+    if not selected:
+        described = ', '.join(f'{n} ({k})' for n, k in zip(names, kinds))
+        raise ValueError(
+            f'{what} acts on {domain} bands only, and this image has none: its bands are '
+            f'{described}. {corruption!r} makes no sense for that sensor; choose a '
+            'corruption that acts on every band (noise, blur, compression, data gaps, '
+            'geometric), or load optical bands')
+    if len(selected) == count:
+        return dict(options)
+    return dict(options, bands=selected)
 
 
 @TRANSFORMS.register_module()
@@ -82,6 +121,18 @@ class ApplyCorruption(BaseTransform):
     A severity of 0 or ``corruption='clean'`` is a no-op, so one config serves clean
     and corrupted runs.
 
+    Bands: a corruption whose band domain is ``'optical'`` (``cloud``, ``haze``,
+    ``brightness_contrast``, ``cloud_shadow``: ``get_corruption(name).band_domain``) is
+    applied to the optical bands only when the sample carries ``band_names`` (from
+    :class:`~reobench_mm.transforms.raster_loading.LoadMultiBandImageFromFile`): the
+    bands named as optical (:func:`~reobench_corruptions.bands.band_kinds`) get exactly
+    the engine's result, the others (SAR, unknown names) come back bit-identical. An
+    image with named bands but no optical one (a Sentinel-1 ``VV``/``VH`` image under
+    ``cloud``) is a ValueError naming the corruption and the bands. Images without
+    ``band_names`` (RGB pipelines), or whose names are all unknown, are corrupted on
+    every band, as before. A ``bands`` option given in ``corruption_options`` wins over
+    the band names.
+
     Required Keys:
 
     - img (a numpy array: the step runs after image loading and before the image
@@ -89,6 +140,7 @@ class ApplyCorruption(BaseTransform):
     - img_path or sample_idx (the sample's random key: the image's file name, else its
       index; a sample with neither is an error, since every sample would then get the
       same random draws)
+    - band_names (optional; see Bands above)
     - gt_seg_map, seg_fields (optional)
     - gt_bboxes (optional; ``HorizontalBoxes``, ``RotatedBoxes`` or ``QuadriBoxes``)
     - gt_bboxes_labels, gt_ignore_flags (optional)
@@ -130,8 +182,10 @@ class ApplyCorruption(BaseTransform):
             instead of refusing them.
         corruption_options (dict, optional): a corruption's own options, by corruption
             name, used whenever that corruption runs: ``dict(cloud_shadow=dict(bands=[0,
-            1, 2]))`` clouds only those bands, ``dict(scale=dict(canvas='black'))`` the
-            canvas of ``scale`` (see the corruptions' documentation).
+            1, 2]))`` clouds only those bands (positions from 0; ``bands`` is taken by
+            every pixel-value corruption and wins over ``band_names``),
+            ``dict(scale=dict(canvas='black'))`` the canvas of ``scale`` (see the
+            corruptions' documentation).
         labels_later (bool): the annotations are loaded after this step (the toolboxes'
             test pipelines load them after ``Resize``): a geometric corruption moves the
             image here, at its original size, and records its transform for
@@ -321,7 +375,9 @@ class ApplyCorruption(BaseTransform):
             options = {'channel_order': self.channel_order} \
                 if 'channel_order' in self.spec.options else {}
             image = corrupt(image, self.corruption, self.severity, **common, **options,
-                            **extra)
+                            **band_options(self.corruption, self.spec.band_domain, self._what(),
+                                          results.get('band_names'),
+                                          as_bands(results['img']).shape[2], extra))
         if self.reencode_jpeg_quality is not None:
             if image.dtype == np.uint8:  # the codec on the bytes themselves
                 image = jpeg_round_trip(as_bands(image), self.reencode_jpeg_quality,

@@ -300,8 +300,8 @@ def test_cloud_shadow_bad_bands_are_clear_errors(bands, match, severity):
     with pytest.raises(ValueError, match=match):
         corrupt(_image((8, 8, 6)), 'cloud_shadow', severity, protocol='geofm_calibration',
                 bands=bands)
-    with pytest.raises(TypeError, match=r"unknown options \['bands'\]"):
-        corrupt(_image((8, 8, 3)), 'cloud', 1, bands=[0])
+    with pytest.raises(TypeError, match=r'rotate is a geometric corruption.*no bands'):
+        corrupt(_image((8, 8, 3)), 'rotate', 1, bands=[0])
 
 
 @pytest.mark.parametrize('severity,level', [(1, 0.2), (1, 0.6), (3, 0.3), (3, 0.6), (5, 0.5)])

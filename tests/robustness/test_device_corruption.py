@@ -145,3 +145,41 @@ def test_packed_sample_labels_move_as_in_the_pipeline(name, severity, box_policy
     assert moved_det.gt_instances.labels.tolist() == results['gt_bboxes_labels'][~flags].tolist()
     if box_policy == 'drop_outside' and name == 'rotate':
         assert len(kept) < 4  # the corner boxes leave the image and are dropped
+
+
+def test_the_device_corrupts_the_bands_the_pipeline_does():
+    """A Sentinel-2 + Sentinel-1 stack (13 optical, 2 SAR bands) under ``cloud``: on the
+    device the SAR bands stay bit-exact and the optical ones change, as in the pipeline
+    (the sample's band_names in its metainfo); without band_names, more than 4 bands are
+    refused rather than clouded whole."""
+    import numpy as np
+    import torch
+    from mmengine.structures import BaseDataElement
+    from reobench_corruptions import corrupt
+    from reobench_corruptions.condition import Condition
+    from reobench_mm.errors import SweepError
+    from reobench_mm.robustness.device_corruption import DeviceCorruption
+    from reobench_mm.transforms.corruption import ApplyCorruption
+    from reobench_mm.transforms.raster_loading import SENTINEL2_BANDS
+    names = list(SENTINEL2_BANDS) + ['VV', 'VH']
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 10000, (len(names), 32, 40), dtype=np.uint16)
+    device = DeviceCorruption([ApplyCorruption(max_value=10000)], torch.nn.Linear(1, 1))
+    condition = Condition('cloud', 3)
+
+    def batch(**meta):
+        sample = BaseDataElement(metainfo=dict(img_path='tile.tif', **meta))
+        return dict(inputs=[torch.from_numpy(image.copy())], data_samples=[sample])
+
+    out = device.apply(batch(band_names=names), condition)['inputs'][0].numpy()
+    np.testing.assert_array_equal(out[13:], image[13:])
+    assert (out[:13] != image[:13]).mean() > 0.1
+    # the optical bands as the numpy engine clouds them alone (same draw key), within the
+    # torch engine's one grey level of the numpy engine's
+    alone = corrupt(image[:13].transpose(1, 2, 0), 'cloud', 3, seed=0,
+                    key=ApplyCorruption.sample_key(dict(img_path='tile.tif')),
+                    max_value=10000).transpose(2, 0, 1)
+    assert np.abs(out[:13].astype(int) - alone.astype(int)).max() <= 10000 / 255 + 1
+    with pytest.raises(SweepError, match="cloud acts on optical bands only, and image "
+                       r"tile.tif \(15 bands\) reaches the test step without its band_names"):
+        device.apply(batch(), condition)

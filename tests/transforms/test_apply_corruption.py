@@ -357,7 +357,7 @@ def test_corruption_options_reach_the_engine():
     for bad, match in ((dict(fog=dict()), "'fog', which is not a corruption"),
                        (dict(scale=dict(bands=[0])), r"options \['border', 'canvas'\]|canvas"),
                        (dict(scale=dict(border='constant')), 'canvas'),
-                       (dict(haze=dict(bands=[0])), 'it has none'),
+                       (dict(rotate=dict(bands=[0])), 'it has none'),
                        ([('scale', {})], 'must map corruption names')):
         with pytest.raises(ValueError, match=match):
             ApplyCorruption('haze', 3, corruption_options=bad)

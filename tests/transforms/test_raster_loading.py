@@ -191,10 +191,10 @@ def test_cloud_on_the_optical_bands_leaves_the_others_bit_exact(tile):
     everywhere = ApplyCorruption('cloud_shadow', 4, protocol='geofm_calibration')(
         dict(results, img=clean.copy()))['img']
     np.testing.assert_array_equal(cloudy[..., optical], everywhere[..., optical])
-    # REOBench's own cloud has no band selection: refused, naming what it takes
-    with pytest.raises(ValueError, match=r"corruption_options\['cloud'\] must be a dict of its "
-                       r"options \(it has none\)"):
-        ApplyCorruption('cloud', 3, corruption_options=dict(cloud=dict(bands=optical)))
+    # a geometric corruption moves every band: no band selection, naming what it takes
+    with pytest.raises(ValueError, match=r"corruption_options\['rotate'\] must be a dict of "
+                       r"its options \(it has none\)"):
+        ApplyCorruption('rotate', 3, corruption_options=dict(rotate=dict(bands=optical)))
 
 
 def test_windows_are_the_parts_of_the_whole_read(tile):
