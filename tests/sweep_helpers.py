@@ -31,6 +31,18 @@ def sweep_options(data_root, log_level='WARNING'):
     return options, arguments
 
 
+def probe_training_options(data_root, encoder_checkpoint):
+    """--cfg-options of a training driver's tiny run of the demo probe on the demo data:
+    batch 2, the encoder from ``encoder_checkpoint``, no dataloader workers."""
+    options = {'train_dataloader.batch_size': 2, 'log_level': 'WARNING',
+               'model.backbone.init_cfg.checkpoint': encoder_checkpoint}
+    for split in ('train', 'val', 'test'):
+        options[f'{split}_dataloader.dataset.data_root'] = data_root
+        options[f'{split}_dataloader.num_workers'] = 0
+        options[f'{split}_dataloader.persistent_workers'] = False
+    return options
+
+
 def listing(folder):
     """``{relative path: file bytes or None for a folder}`` of everything under ``folder``
     (empty when it does not exist)."""

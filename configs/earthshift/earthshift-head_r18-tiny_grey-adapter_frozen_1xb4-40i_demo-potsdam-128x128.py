@@ -11,6 +11,7 @@
 _base_ = [
     'mmseg::_base_/default_runtime.py',
     '../_base_/models/upernet_r18-tiny.py',
+    '../_base_/models/earthshift-head.py',
     '../_base_/datasets/synthetic_potsdam.py',
     '../_base_/schedules/schedule_earthshift_demo_iters.py',
 ]
@@ -52,21 +53,7 @@ model = dict(
             out_indices=(3, ),
             init_cfg=dict(type='Pretrained', checkpoint=encoder_checkpoint,
                           prefix='backbone.'))),
-    decode_head=dict(
-        _delete_=True,
-        type='FCNHead',
-        in_channels=128,
-        channels=256,
-        in_index=-1,
-        num_convs=1,
-        kernel_size=3,
-        concat_input=False,
-        dropout_ratio=0.0,
-        norm_cfg=None,
-        act_cfg=dict(type='ReLU'),
-        num_classes=6,
-        align_corners=False,
-        loss_decode=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0)),
+    decode_head=dict(_base_.earthshift_head, _delete_=True, in_channels=128, num_classes=6),
     auxiliary_head=None)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10, log_metric_by_epoch=False),

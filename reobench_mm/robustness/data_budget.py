@@ -44,6 +44,7 @@ from .sweep import RobustnessSweep
 
 __all__ = [
     'DEFAULT_FRACTIONS', 'DEFAULT_SEEDS', 'DATA_BUDGET_OPTIONS', 'DATA_BUDGET_DEFAULTS',
+    'TOOL_OPTIONS',
     'run_data_budget', 'check_fractions', 'check_seeds', 'fraction_dirname', 'seed_dirname',
     'run_key', 'budget_options', 'add_training_arguments'
 ]
@@ -57,6 +58,9 @@ DEFAULT_SEEDS = (0, 1, 2)
 #: The robustness options a data-budget run takes (the driver sets the others).
 DATA_BUDGET_OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'border',
                        'calibration', 'decode_cache_bytes', 'seen_corruptions', 'shifts')
+#: The robustness options the training drivers' tools (data_budget.py, finetune_compare.py,
+#: robust_recipe.py, lr_sweep.py) give as flags; ``--seed`` is the corruptions' seed.
+TOOL_OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 #: Their defaults where they differ from a sweep's: two corruptions at severity 3, with
 #: calibration.
 DATA_BUDGET_DEFAULTS = dict(corruptions=('cloud', 'gaussian_noise'), severities=(3, ),

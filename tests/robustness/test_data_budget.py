@@ -35,6 +35,7 @@ from reobench_mm.robustness.data_budget import (check_seeds, fraction_dirname,
                                                 run_data_budget, seed_dirname)
 
 from helpers import DET_DEMO_CONFIG, PROJECT_ROOT, SEG_DEMO_CONFIG, demo_config
+from sweep_helpers import probe_training_options
 
 # the module's tests share one fixture: one worker runs them all (--dist loadgroup)
 pytestmark = pytest.mark.xdist_group('data_budget_run')
@@ -469,16 +470,6 @@ PROBE_CONFIG = osp.join(PROJECT_ROOT, 'configs', 'demo',
 MODEL = osp.splitext(osp.basename(PROBE_CONFIG))[0]
 
 
-def _options(data_root, encoder_checkpoint):
-    options = {'train_dataloader.batch_size': 2, 'log_level': 'WARNING',
-               'model.backbone.init_cfg.checkpoint': encoder_checkpoint}
-    for split in ('train', 'val', 'test'):
-        options[f'{split}_dataloader.dataset.data_root'] = data_root
-        options[f'{split}_dataloader.num_workers'] = 0
-        options[f'{split}_dataloader.persistent_workers'] = False
-    return options
-
-
 def _run_dir(work_dir, fraction, seed):
     return osp.join(work_dir, MODEL, f'fraction_{fraction:g}', f'seed_{seed}')
 
@@ -496,7 +487,7 @@ def budget_run(demo_data, tmp_path_factory):
     encoder_checkpoint = osp.join(work_dir, 'encoder.pth')
     torch.save(dict(state_dict=upernet.state_dict()), encoder_checkpoint)
     encoder = {k: v for k, v in upernet.state_dict().items() if k.startswith('backbone.')}
-    options = _options(osp.join(demo_data, 'potsdam'), encoder_checkpoint)
+    options = probe_training_options(osp.join(demo_data, 'potsdam'), encoder_checkpoint)
     result = run_data_budget([PROBE_CONFIG], fractions=FRACTIONS, seeds=SEEDS,
                              options=dict(corruptions=CORRUPTIONS, severities=(3, )),
                              work_dir=work_dir, cfg_options=options, iters=ITERS)

@@ -20,6 +20,7 @@ from reobench_mm.robustness import data_budget
 from reobench_mm.robustness.lr_sweep import (DEFAULT_LRS, SELECTION_OPTIONS, check_lrs,
                                              choose_lr, lr_tag, run_lr_sweep,
                                              write_lr_configs)
+from sweep_helpers import probe_training_options
 
 # the module's tests share one sweep: one worker runs them all (--dist loadgroup)
 pytestmark = pytest.mark.xdist_group('lr_sweep_run')
@@ -179,16 +180,6 @@ class Killed(Exception):
     """A stand-in for a process killed in the middle of a sweep."""
 
 
-def _cfg_options(data_root, encoder_checkpoint):
-    options = {'train_dataloader.batch_size': 2, 'log_level': 'WARNING',
-               'model.backbone.init_cfg.checkpoint': encoder_checkpoint}
-    for split in ('train', 'val', 'test'):
-        options[f'{split}_dataloader.dataset.data_root'] = data_root
-        options[f'{split}_dataloader.num_workers'] = 0
-        options[f'{split}_dataloader.persistent_workers'] = False
-    return options
-
-
 def _trainings(monkeypatch, kill=None):
     """Count the data-budget driver's trainings (their run folders); ``kill(run_dir)``
     True stops the sweep there instead, as a killed process would."""
@@ -232,7 +223,7 @@ def sweep(demo_data, tmp_path_factory):
     work_dir = str(root / 'work')
     settings = dict(seeds=SEEDS, selection_seed=0, work_dir=work_dir, iters=ITERS,
                     options=dict(corruptions=('haze', ), severities=(1, ), calibration=False),
-                    cfg_options=_cfg_options(osp.join(demo_data, 'potsdam'),
+                    cfg_options=probe_training_options(osp.join(demo_data, 'potsdam'),
                                              encoder_checkpoint))
     calls = []
     with pytest.MonkeyPatch.context() as patch:

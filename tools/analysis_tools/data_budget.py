@@ -20,12 +20,9 @@ from typing import List, Optional
 
 from reobench_mm.analysis.data_budget import data_budget_markdown
 from reobench_mm.robustness.data_budget import (DATA_BUDGET_DEFAULTS, DEFAULT_FRACTIONS,
-                                                DEFAULT_SEEDS, add_training_arguments,
-                                                run_data_budget)
+                                                DEFAULT_SEEDS, TOOL_OPTIONS,
+                                                add_training_arguments, run_data_budget)
 from reobench_mm.robustness.options import add_option_arguments, options_from_args
-
-#: The robustness options of this tool (--seed is the corruptions' seed).
-OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--fractions', nargs='+', type=float, default=list(DEFAULT_FRACTIONS),
                         help='shares of the training set in (0, 1] (default: %(default)s)')
     add_training_arguments(parser, list(DEFAULT_SEEDS), 'work_dirs/data_budget')
-    add_option_arguments(parser.add_argument_group('evaluation of each run'), OPTIONS,
+    add_option_arguments(parser.add_argument_group('evaluation of each run'), TOOL_OPTIONS,
                          DATA_BUDGET_DEFAULTS)
     return parser
 
@@ -53,7 +50,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     result = run_data_budget(args.configs, fractions=args.fractions, seeds=args.seeds,
-                             options=options_from_args(args, OPTIONS),
+                             options=options_from_args(args, TOOL_OPTIONS),
                              work_dir=args.work_dir, cfg_options=args.cfg_options,
                              iters=args.iters, resume=not args.no_resume)
     sys.stdout.write(data_budget_markdown(result))

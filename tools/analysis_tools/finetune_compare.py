@@ -17,12 +17,10 @@ import argparse
 import sys
 from typing import List, Optional
 
-from reobench_mm.robustness.data_budget import DATA_BUDGET_DEFAULTS, add_training_arguments
+from reobench_mm.robustness.data_budget import (DATA_BUDGET_DEFAULTS, TOOL_OPTIONS,
+                                                add_training_arguments)
 from reobench_mm.robustness.finetuning import compare_finetuning, finetune_markdown
 from reobench_mm.robustness.options import add_option_arguments, options_from_args
-
-#: The robustness options of this tool (--seed is the evaluation corruptions' seed).
-OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help='its frozen twin (default: written into --work-dir with every '
                         'encoder stage frozen)')
     add_training_arguments(parser, [0, 1, 2], 'work_dirs/finetuning')
-    add_option_arguments(parser.add_argument_group('evaluation of each run'), OPTIONS,
+    add_option_arguments(parser.add_argument_group('evaluation of each run'), TOOL_OPTIONS,
                          DATA_BUDGET_DEFAULTS)
     return parser
 
@@ -51,7 +49,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     result = compare_finetuning(args.config, args.frozen_config, work_dir=args.work_dir,
-                                seeds=args.seeds, options=options_from_args(args, OPTIONS),
+                                seeds=args.seeds, options=options_from_args(args, TOOL_OPTIONS),
                                 iters=args.iters, cfg_options=args.cfg_options,
                                 resume=not args.no_resume)
     sys.stdout.write(finetune_markdown(result))

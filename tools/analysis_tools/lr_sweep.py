@@ -19,13 +19,11 @@ import argparse
 import sys
 from typing import List, Optional
 
-from reobench_mm.robustness.data_budget import DATA_BUDGET_DEFAULTS, add_training_arguments
+from reobench_mm.robustness.data_budget import (DATA_BUDGET_DEFAULTS, TOOL_OPTIONS,
+                                                add_training_arguments)
 from reobench_mm.robustness.lr_sweep import (DEFAULT_LRS, DEFAULT_SEEDS, lr_sweep_markdown,
                                              run_lr_sweep)
 from reobench_mm.robustness.options import add_option_arguments, options_from_args
-
-#: The robustness options of this tool (--seed is the evaluation corruptions' seed).
-OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="sweep the config's frozen twin (every encoder stage frozen, "
                         'written into --work-dir)')
     add_training_arguments(parser, list(DEFAULT_SEEDS), 'work_dirs/lr_sweep')
-    add_option_arguments(parser.add_argument_group('evaluation of each final run'), OPTIONS,
+    add_option_arguments(parser.add_argument_group('evaluation of each final run'), TOOL_OPTIONS,
                          DATA_BUDGET_DEFAULTS)
     return parser
 
@@ -64,7 +62,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     result = run_lr_sweep(args.config, lrs=args.lrs, seeds=args.seeds, lr=args.lr,
                           selection_seed=args.selection_seed, frozen=args.frozen,
-                          options=options_from_args(args, OPTIONS), work_dir=args.work_dir,
+                          options=options_from_args(args, TOOL_OPTIONS), work_dir=args.work_dir,
                           iters=args.iters, cfg_options=args.cfg_options,
                           resume=not args.no_resume)
     sys.stdout.write(lr_sweep_markdown(result))

@@ -17,12 +17,9 @@ import argparse
 import sys
 from typing import List, Optional
 
-from reobench_mm.robustness.data_budget import add_training_arguments
+from reobench_mm.robustness.data_budget import TOOL_OPTIONS, add_training_arguments
 from reobench_mm.robustness.options import add_option_arguments, options_from_args
 from reobench_mm.robustness.recipe import RECIPE_DEFAULTS, compare_recipes, recipe_markdown
-
-#: The robustness options of this tool (--seed is the evaluation corruptions' seed).
-OPTIONS = ('corruptions', 'severities', 'protocol', 'seed', 'calibration')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_arguments(parser, [0, 1, 2], 'work_dirs/recipe')
     add_option_arguments(parser.add_argument_group(
         "evaluation of each run (corruptions in the robust recipe's pool are reported as "
-        'seen)'), OPTIONS, RECIPE_DEFAULTS)
+        'seen)'), TOOL_OPTIONS, RECIPE_DEFAULTS)
     return parser
 
 
@@ -50,7 +47,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     result = compare_recipes(args.plain, args.robust, work_dir=args.work_dir,
-                             seeds=args.seeds, options=options_from_args(args, OPTIONS),
+                             seeds=args.seeds, options=options_from_args(args, TOOL_OPTIONS),
                              iters=args.iters, cfg_options=args.cfg_options,
                              resume=not args.no_resume)
     sys.stdout.write(recipe_markdown(result))
