@@ -36,6 +36,7 @@ from ..errors import SweepError
 from ..evaluation.functional.bootstrap import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, check_level,
                                                check_resamples)
 from .decode_cache import DEFAULT_MAX_BYTES
+from .flag_values import attack_argument, attacks_from_flag, shift_argument, shifts_from_flag
 from .device_corruption import CORRUPTION_DEVICES
 from .plan import SweepPlan, shard_conditions
 from .conditions.released import parse_corruption_files
@@ -63,30 +64,6 @@ def _option(default: Any, help: str, cli: Optional[Dict[str, Any]] = None,
     option whose default is None says in ``default_text`` what None means."""
     return field(default=default, metadata=dict(help=help, cli=cli, off=off,
                                                  default_text=default_text))
-
-
-def _attack_argument(text: str) -> Tuple[str, List[float]]:
-    """``'pgd=4,8'`` -> ``('pgd', [4, 8])`` (the flag's form of an attack)."""
-    name, sep, budgets = text.partition('=')
-    try:
-        eps = [float(v) for v in budgets.split(',') if v.strip()] if sep else []
-    except ValueError:
-        eps = []
-    if not name.strip() or not eps:
-        raise argparse.ArgumentTypeError(
-            f'{text!r}: an attack is NAME=EPS[,EPS...] in pixel units (e.g. pgd=4,8); names '
-            f'{", ".join(ATTACK_KINDS)}')
-    return name.strip(), [int(e) if e.is_integer() else e for e in eps]
-
-
-def _attacks_from_flag(pairs: Sequence[Tuple[str, List[float]]]) -> Dict[str, Any]:
-    """``--attacks``' pairs as the config gives attacks: ``{name: dict(eps=[...])}``."""
-    given = [n for n, _ in pairs]
-    twice = sorted({n for n in given if given.count(n) > 1})
-    if twice:
-        raise SweepError(f'--attacks names {twice[0]!r} twice: give its budgets once, '
-                         f'comma-separated ({twice[0]}=2,4)')
-    return {n: dict(eps=list(eps)) for n, eps in pairs}
 
 
 def _is_int(value: Any) -> bool:
@@ -192,7 +169,11 @@ class RobustnessOptions:
     shifts: Any = _option(
         None, 'other test sets evaluated as conditions of the run (real distribution '
         'shifts): {name: dict(shift_type=..., dataset=dict(...)[, corruptions=..., '
-        'severities=...])} in the config; each is reported against the clean test set')
+        'severities=...])} in the config; each is reported against the clean test set; '
+        'on the command line NAME=CONFIG_FILE[:VARIABLE] each, the variable a shift set of '
+        'that file (e.g. vaihingen=configs/_base_/shifts/vaihingen.py:vaihingen_shift)',
+        dict(nargs='+', metavar='NAME=FILE[:VAR]', type=shift_argument, config=True,
+             gather=shifts_from_flag))
     corruption_files: Any = _option(
         None, 'read corrupted conditions from files instead of synthesising them (the '
         "REOBench authors' released test sets): dict(dataset=dict(...) with {corruption}, "
@@ -204,8 +185,8 @@ class RobustnessOptions:
         'alpha=..., random_start=..., losses=..., max_value=..., corruptions=..., '
         f'severities=...])}} in the config; names (or type) {", ".join(ATTACK_KINDS)}; on '
         'the command line NAME=EPS[,EPS...] each (e.g. fgsm=2,4 pgd=8: their defaults '
-        'otherwise)', dict(nargs='+', metavar='NAME=EPS', type=_attack_argument,
-                           config=True, gather=_attacks_from_flag))
+        'otherwise)', dict(nargs='+', metavar='NAME=EPS', type=attack_argument,
+                           config=True, gather=attacks_from_flag))
     kind_options: Any = _option(
         None, 'the options of condition kinds a plugin registered (register_condition_kind), '
         'option -> value; given as their own options (e.g. flips=dict(...)), collected here')

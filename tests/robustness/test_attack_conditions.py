@@ -293,7 +293,9 @@ def test_the_sweep_tool_takes_attacks_as_a_flag_or_option_and_prints_their_rows(
         demo_data, tmp_path, capsys):
     """--attacks NAME=EPS on the sweep tool, test_cfg.attacks in --cfg-options on a config
     whose test_cfg is the single-condition loop (the tool selects the robustness loop),
-    and the printout after the paper table: each attack's row and each shift set's."""
+    and the printout after the paper table: each attack's row and each shift set's; a
+    shift set given by --shifts NAME=FILE:VARIABLE gives the same record as the same set
+    given in --cfg-options."""
     from helpers import call_tool
     data_root = osp.join(demo_data, 'potsdam')
     checkpoint = untrained_checkpoint(SEG_DEMO_CONFIG, str(tmp_path / 'model.pth'))
@@ -302,10 +304,13 @@ def test_the_sweep_tool_takes_attacks_as_a_flag_or_option_and_prints_their_rows(
     derived = tmp_path / 'with_shift.py'
     derived.write_text(f"_base_ = ['{SEG_DEMO_CONFIG}']\n"
                        "test_cfg = dict(type='CorruptionTestLoop')\n")
-    common = ['--corruptions', 'haze', '--severities', '1', '--no-plots', '--cfg-options',
-              f'test_dataloader.dataset.data_root={data_root}', 'test_dataloader.num_workers=0',
-              'test_dataloader.persistent_workers=False', 'log_level=WARNING',
-              'test_cfg.shifts.s.shift_type=sensor',
+    shift_file = tmp_path / 'shift_sets.py'
+    shift_file.write_text(f'other_shift = dict(shift_type="sensor", dataset={shifted!r})\n'
+                          'unused = dict(a=1)\n')
+    plain = ['--corruptions', 'haze', '--severities', '1', '--no-plots', '--cfg-options',
+             f'test_dataloader.dataset.data_root={data_root}', 'test_dataloader.num_workers=0',
+             'test_dataloader.persistent_workers=False', 'log_level=WARNING']
+    common = [*plain, 'test_cfg.shifts.s.shift_type=sensor',
               *[f'test_cfg.shifts.s.dataset.{k}={v}' for k, v in
                 (('type', 'PotsdamDataset'), ('data_root', shifted['data_root']),
                  ('data_prefix.img_path', 'img_dir/val'),
@@ -318,12 +323,14 @@ def test_the_sweep_tool_takes_attacks_as_a_flag_or_option_and_prints_their_rows(
     assert 'ID -> OOD s (sensor): mIoU ' in printed
     flagged = condition_records(str(tmp_path / 'flag'))
     assert sorted(flagged) == ['adv/fgsm_eps2', 'adv/fgsm_eps4', 'clean', 'haze@1', 'shift/s']
-    # the same attacks as a config option: the same records
+    # the same attacks as a config option, the shift set as a flag: the same records
     assert call_tool('robustness_test.py', [derived, checkpoint, '--work-dir',
-                                            tmp_path / 'option', *common,
+                                            tmp_path / 'option', '--shifts',
+                                            f's={shift_file}:other_shift', *plain,
                                             'test_cfg.attacks.fgsm.eps=[2,4]']) == 0
     option = condition_records(str(tmp_path / 'option'))
     assert option['adv/fgsm_eps4']['metrics'] == flagged['adv/fgsm_eps4']['metrics']
+    assert option['shift/s']['metrics'] == flagged['shift/s']['metrics']
     # and through tools/test.py: the conditions given as options select the loop
     assert call_tool('test.py', [derived, checkpoint, '--work-dir', tmp_path / 'test_tool',
                                  '--cfg-options', *common[6:], 'test_cfg.attacks.fgsm.eps=[2]',
@@ -334,3 +341,9 @@ def test_the_sweep_tool_takes_attacks_as_a_flag_or_option_and_prints_their_rows(
     # a bad flag: one line naming the form
     assert call_tool('robustness_test.py', [derived, checkpoint, '--attacks', 'fgsm']) == 2
     assert "'fgsm': an attack is NAME=EPS[,EPS...]" in capsys.readouterr().err
+    # a file without that set: one line naming the file's shift sets
+    assert call_tool('robustness_test.py', [derived, checkpoint, '--work-dir',
+                                            tmp_path / 'bad', '--shifts',
+                                            f's={shift_file}:vaihingen_shift', *plain]) == 2
+    assert "has no shift set 'vaihingen_shift' (its shift sets: other_shift)" in \
+        capsys.readouterr().err

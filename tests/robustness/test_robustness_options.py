@@ -198,3 +198,38 @@ def test_a_config_option_of_the_wrong_form_is_named(name, message):
     from reobench_mm.robustness.options import with_config_options
     with pytest.raises(SweepError, match=message):
         with_config_options(RobustnessOptions.create(), {name: ['a', 'b']})
+
+
+def test_the_flag_forms_of_attacks_and_shift_sets(tmp_path):
+    """reobench_mm.robustness.flag_values: ``--attacks`` and ``--shifts`` values parsed
+    and gathered into the mappings a config gives; a file of several sets needs the
+    variable, a file without the named one is refused naming its sets."""
+    import argparse
+
+    from reobench_mm.errors import SweepError
+    from reobench_mm.robustness.flag_values import (attack_argument, attacks_from_flag,
+                                                    shift_argument, shifts_from_flag)
+    assert attacks_from_flag([attack_argument('pgd=4,8'), attack_argument('fgsm=2.5')]) == \
+        dict(pgd=dict(eps=[4, 8]), fgsm=dict(eps=[2.5]))
+    with pytest.raises(argparse.ArgumentTypeError, match='NAME=EPS'):
+        attack_argument('pgd')
+    sets = tmp_path / 'sets.py'
+    sets.write_text("a_shift = dict(shift_type='sensor', dataset=dict(type='X'))\n"
+                    "b_shift = dict(shift_type='source', dataset=dict(type='Y'))\n"
+                    "classes = ('x', 'y')\n")
+    one = tmp_path / 'one.py'
+    one.write_text("only_shift = dict(shift_type='scale', dataset=dict(type='Z'))\n")
+    assert shift_argument(f'b={sets}:b_shift') == ('b', str(sets), 'b_shift')
+    assert shift_argument(f'o={one}') == ('o', str(one), None)
+    assert shifts_from_flag([shift_argument(f'b={sets}:b_shift'),
+                             shift_argument(f'o={one}')]) == dict(
+        b=dict(shift_type='source', dataset=dict(type='Y')),
+        o=dict(shift_type='scale', dataset=dict(type='Z')))
+    with pytest.raises(SweepError, match=r'defines 2 shift sets \(a_shift, b_shift\)'):
+        shifts_from_flag([shift_argument(f'a={sets}')])
+    with pytest.raises(SweepError, match="has no shift set 'classes'"):
+        shifts_from_flag([shift_argument(f'a={sets}:classes')])
+    with pytest.raises(SweepError, match="names 'a' twice"):
+        shifts_from_flag([shift_argument(f'a={one}'), shift_argument(f'a={one}')])
+    with pytest.raises(argparse.ArgumentTypeError, match='NAME=CONFIG_FILE'):
+        shift_argument(str(one))
