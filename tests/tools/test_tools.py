@@ -125,3 +125,24 @@ def test_corruption_speed_benchmark_runs():
     output = _run([sys.executable, 'benchmarks/corruption_speed.py', '--sizes', '64',
                    '--repeats', '1', '--reference-size', '16'], timeout=300)
     assert 'all together' in output and 'cloud' in output and 'faster' in output
+
+
+def test_the_demo_evaluates_enough_images_for_a_paired_test_to_fire():
+    """The demo's segmentation run evaluates the test images left after the temperature's
+    held-out ones: enough for the exact paired permutation test's smallest p, times the
+    Benjamini–Hochberg factor of a comparison of the paper table's 15 numbers (clean, 12
+    corruptions, Avg, ΔTP), to fall below 0.05 (with 6 images it could not: 2/64 × 15)."""
+    import importlib.util
+
+    from reobench_mm.analysis.paired import smallest_p_value
+    from reobench_mm.datasets.synthetic import DEMO_POTSDAM_TEST
+    spec = importlib.util.spec_from_file_location('demo_tool',
+                                                  osp.join(PROJECT_ROOT, 'tools', 'demo.py'))
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    evaluated = DEMO_POTSDAM_TEST - demo.DEMO_TEMPERATURE_SPLIT
+    assert evaluated == 10
+    floor = smallest_p_value(evaluated, exact=True, permutations=1999)
+    assert floor == pytest.approx(2 / 1024)
+    assert floor * 15 < 0.05
+    assert smallest_p_value(6, exact=True, permutations=1999) * 15 > 0.05
