@@ -28,7 +28,6 @@ metric against the step (``curve[t]`` the mIoU of the iterates ``x_t``; the last
 """
 from __future__ import annotations
 
-import os.path as osp
 import resource
 import time
 from typing import Any, Dict, List, Optional
@@ -44,6 +43,7 @@ from ..attacks.segmentation import SegmentationTarget
 from ..errors import SweepError
 from ..evaluation.functional.image_stats import SegmentationImageStats
 from ..evaluation.keys import SEGMENTATION, Task
+from ..transforms.corruption import sample_draw_key
 from .conditions.attacks import AttackCondition
 
 __all__ = ['AttackRun', 'sample_key']
@@ -53,12 +53,12 @@ _TOLERANCE = 1e-5
 
 
 def sample_key(sample: Any, index: int) -> Any:
-    """The key of an image's random start: its file name, else its ``sample_idx``."""
-    meta = getattr(sample, 'metainfo', {}) or {}
-    if meta.get('img_path'):
-        return osp.basename(meta['img_path'])
-    if meta.get('sample_idx') is not None:
-        return int(meta['sample_idx'])
+    """The key of an image's random start: the key of its corruption draws
+    (:func:`~reobench_mm.transforms.corruption.sample_draw_key`: its file name, with its
+    window when it is a window of a larger raster, else its ``sample_idx``)."""
+    key = sample_draw_key(getattr(sample, 'metainfo', {}) or {})
+    if key is not None:
+        return key
     raise SweepError(f'image {index} of the batch has neither img_path nor sample_idx, which '
                      'key its random start; datasets provide both')
 

@@ -98,6 +98,23 @@ def band_options(corruption: str, domain: str, what: str,
     return dict(options, bands=selected)
 
 
+
+def sample_draw_key(results: Mapping[str, Any]) -> Any:
+    """The key of a sample's random draws (corruptions, attacks' random starts): the image's
+    file name (stable across machines and folders), with the window read when the sample
+    is a window of a larger raster (``'name.tif@col_off,row_off,width,height'``: each
+    window of one scene gets draws of its own, as a separate image would), else the
+    sample index; None when the sample has neither."""
+    if results.get('img_path'):
+        key = osp.basename(results['img_path'])
+        window = results.get('window')
+        if window is not None:
+            key += '@' + ','.join(str(int(v)) for v in window)
+        return key
+    index = results.get('sample_idx')
+    return None if index is None else int(index)
+
+
 @TRANSFORMS.register_module()
 class ApplyCorruption(BaseTransform):
     """Corrupt the image (and, for geometric corruptions, move the labels).
@@ -264,11 +281,9 @@ class ApplyCorruption(BaseTransform):
         return self._condition.is_clean
 
     @staticmethod
-    def sample_key(results: dict):
-        """The file name of the image (stable across machines), else the sample index."""
-        if results.get('img_path'):
-            return osp.basename(results['img_path'])
-        return results.get('sample_idx')
+    def sample_key(results: Mapping[str, Any]):
+        """The key of the sample's random draws: see :func:`sample_draw_key`."""
+        return sample_draw_key(results)
 
     def draw_key(self, results: dict):
         """The key of the corruption's random draws for this sample: its

@@ -213,6 +213,34 @@ def test_windows_are_the_parts_of_the_whole_read(tile):
                                   whole['img'][:, 5:15][..., [12, 0]])
 
 
+def test_windows_of_one_scene_are_corrupted_as_images_of_their_own(tile):
+    """A pointwise corruption of two windows gives the whole tile's corrupted pixels;
+    a random one draws anew for each window (keyed by file name and window, so that the
+    windows of one scene do not share one noise pattern), the same bits on every read."""
+    from reobench_mm.robustness.attack_run import sample_key
+    from reobench_mm.transforms.corruption import sample_draw_key
+    path, _ = tile
+    windows = ((0, 0, 24, 40), (24, 0, 24, 40))
+    parts = [_load(path, window=w) for w in windows]
+    whole = _load(path)
+    assert sample_draw_key(parts[1]) == 'S2_tile.tif@24,0,24,40'
+    assert sample_draw_key(whole) == 'S2_tile.tif'  # unchanged for whole reads
+    assert sample_draw_key(dict(sample_idx=np.int64(3))) == 3
+    assert sample_key(type('Sample', (), dict(metainfo=parts[0]))(), 0) == \
+        'S2_tile.tif@0,0,24,40'  # an attack's random start: the same key
+    bright = ApplyCorruption('brightness_contrast', 3, max_value=10000)
+    stitched = np.concatenate([bright(dict(p, img=p['img'].copy()))['img'] for p in parts],
+                              axis=1)
+    np.testing.assert_array_equal(stitched, bright(dict(whole))['img'])
+    noise = ApplyCorruption('gaussian_noise', 3, max_value=10000)
+    left, right = (noise(dict(p, img=p['img'].copy()))['img'].astype(np.int64)
+                   - p['img'].astype(np.int64) for p in parts)
+    inner = (slice(4, -4), slice(4, 20))  # away from the nodata frame (clipped there)
+    assert (left[inner] != right[inner]).mean() > 0.9
+    again = noise(dict(parts[1], img=parts[1]['img'].copy()))['img']
+    np.testing.assert_array_equal(again.astype(np.int64) - parts[1]['img'], right)
+
+
 def test_the_thirteen_bands_go_through_a_channel_adapter(tile):
     init_default_scope('mmseg')
     results = _load(tile[0])
