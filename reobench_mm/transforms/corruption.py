@@ -98,7 +98,6 @@ def band_options(corruption: str, domain: str, what: str,
     return dict(options, bands=selected)
 
 
-
 def sample_draw_key(results: Mapping[str, Any]) -> Any:
     """The key of a sample's random draws (corruptions, attacks' random starts): the image's
     file name (stable across machines and folders), with the window read when the sample
