@@ -1,9 +1,10 @@
 """The figures of the group and synthetic-vs-real analyses of a cross-model comparison:
 the relative drop per corruption by group (REOBench Fig. 4), the ECE ratio of the
-strongest severity to clean by group (the calibration study's Fig. 5), CKA against ECE
-inflation (its Fig. 16), the heatmap of Spearman ρ of corruption drops against real
-shift drops, and each real shift's drop against ΔTP with its least-squares line. They
-use the helpers of :mod:`~reobench_mm.analysis.plotting`.
+strongest severity (mean over the corruptions) to clean by group (after the calibration
+study's Fig. 5, which gives the ratio per corruption), CKA against this package's ECE
+inflation (after the study's Fig. 16), the heatmap of Spearman ρ of corruption drops
+against real shift drops, and each real shift's drop against ΔTP with its least-squares
+line. They use the helpers of :mod:`~reobench_mm.analysis.plotting`.
 """
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ if TYPE_CHECKING:  # annotations only
     from .synthetic_real import SyntheticVsReal
 
 __all__ = ['GROUP_PLOTS', 'plot_group_relative_drop', 'plot_group_ece_ratio',
-           'plot_cka_vs_ece_inflation', 'plot_synthetic_vs_real',
+           'plot_group_ece_ratio_by_corruption', 'plot_cka_vs_ece_inflation',
+           'plot_synthetic_vs_real',
            'plot_shift_drop_vs_delta_tp', 'write_group_plots']
 
 #: The files :func:`write_group_plots` may write.
-GROUP_PLOTS = ('group_relative_drop.png', 'group_ece_ratio.png', 'cka_vs_ece_inflation.png',
+GROUP_PLOTS = ('group_relative_drop.png', 'group_ece_ratio.png',
+               'group_ece_ratio_by_corruption.png', 'cka_vs_ece_inflation.png',
                'synthetic_vs_real.png', 'shift_drop_vs_delta_tp.png')
 
 
@@ -102,6 +105,64 @@ def plot_group_ece_ratio(analysis: 'GroupAnalysis', path: str) -> str:
             ax.grid(True, axis='y', alpha=0.3)
         for ax in list(axes.flat)[len(groupings):]:
             ax.set_visible(False)
+        return atomic_savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_group_ece_ratio_by_corruption(analysis: 'GroupAnalysis', path: str,
+                                       max_columns: int = 4) -> str:
+    """``group_ece_ratio_by_corruption.png``: per grouping a block of panels, one per
+    corruption: ECE(corruption at severity) / ECE(clean) against severity, the group
+    mean as a line per group and each model's ratio as a point; 1 dotted."""
+    from .group_cells import ECE_RATIO_KEY
+    plt = agg_pyplot()
+    from matplotlib.lines import Line2D
+    cells = analysis.cells
+    ratio = cells.values[ECE_RATIO_KEY]
+    keys = [c.key for c in cells.conditions]
+    columns, rows = _grid(len(cells.corruptions), max_columns)
+    groupings = list(cells.members.items())
+    fig = plt.figure(figsize=(3.0 * columns + 2.2, (2.9 * rows + 0.5) * len(groupings)),
+                     layout=FIGURE_LAYOUT)
+    try:
+        subfigures = np.atleast_1d(fig.subfigures(len(groupings), 1))
+        for subfigure, (name, by_label) in zip(subfigures, groupings):
+            axes = subfigure.subplots(rows, columns, squeeze=False)
+            styles = model_styles(len(by_label))
+            for panel, (ax, corruption) in enumerate(zip(axes.flat, cells.corruptions)):
+                severities = [s for s in cells.severities if f'{corruption}@{s}' in keys]
+                for k, (label, members) in enumerate(by_label.items()):
+                    colour = styles[k][0]
+                    means = [cells.mean(name, label, ECE_RATIO_KEY, f'{corruption}@{s}')
+                             for s in severities]
+                    ax.plot(severities, means, color=colour, marker=styles[k][1],
+                            linewidth=1.6, zorder=3)
+                    rows_ = [cells.models.index(m) for m in members]
+                    for s in severities:
+                        ax.scatter(np.full(len(rows_), s + 0.12 * (k - 0.5)),
+                                   ratio[rows_, keys.index(f'{corruption}@{s}')],
+                                   color=colour, s=10, alpha=0.45, linewidths=0, zorder=2)
+                ax.axhline(1.0, color='grey', linestyle=':', linewidth=0.8)
+                ax.set_xticks(severities)
+                ax.set_title(wrap_to_width(column_title(corruption), 2.8, 9), fontsize=9)
+                ax.set_xlabel('severity', fontsize=8)
+                if panel % columns == 0:
+                    ax.set_ylabel('ECE / clean ECE', fontsize=8)
+                ax.tick_params(labelsize=7)
+                ax.grid(True, alpha=0.3)
+            for ax in list(axes.flat)[len(cells.corruptions):]:
+                ax.set_visible(False)
+            handles = [Line2D([], [], color=styles[k][0], marker=styles[k][1],
+                              label=wrap_to_width(f'{label} (n={len(members)}): group mean',
+                                                  1.9, 7))
+                       for k, (label, members) in enumerate(by_label.items())]
+            handles.append(Line2D([], [], color='grey', marker='o', linestyle='', alpha=0.45,
+                                  label='one model'))
+            subfigure.legend(handles=handles, loc='outside right upper', fontsize=7,
+                             frameon=False)
+            subfigure.suptitle(wrap_to_width(f'ECE ratio per corruption by group: {name}',
+                                             3.0 * columns, 10), fontsize=10)
         return atomic_savefig(fig, path)
     finally:
         plt.close(fig)
@@ -229,6 +290,9 @@ def write_group_plots(out_dir: str, corruptions, groups: Optional['GroupAnalysis
         if groups.ratio_severity is not None:
             files['group_ece_ratio.png'] = plot_group_ece_ratio(groups,
                                                                 path('group_ece_ratio.png'))
+            if groups.cells is not None:
+                name = 'group_ece_ratio_by_corruption.png'
+                files[name] = plot_group_ece_ratio_by_corruption(groups, path(name))
     if cka is not None and cka.rows:
         files['cka_vs_ece_inflation.png'] = plot_cka_vs_ece_inflation(
             cka, path('cka_vs_ece_inflation.png'))
