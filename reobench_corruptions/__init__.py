@@ -15,7 +15,9 @@ every pixel-value corruption), :func:`check_canvas` (the ``canvas`` option of ``
 :func:`check_image` checks an image.
 
 Band kinds by band name (:func:`band_kinds`, :func:`optical_bands`) and the bands each
-corruption acts on (``get_corruption(name).band_domain``): :mod:`.bands`.
+corruption acts on (``get_corruption(name).band_domain``): :mod:`.bands`. Full scales per
+band and the range check of the bands a corruption acts on: :mod:`.band_values`; the
+(η, σ) of ``poisson_gaussian_noise`` per band (``band_noise``): :mod:`.band_noise`.
 """
 from . import appearance, geometric  # noqa: F401  (registers the corruptions)
 from .api import corrupt, corrupt_geometric

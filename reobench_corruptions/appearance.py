@@ -18,6 +18,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
+from .band_noise import BandNoise, band_noise_parameters
 from .base import (_scaled_float32, from_float, register_corruption, register_uint8_kernel,
                    row_tiles, to_float)
 from .noise import fractal_perlin, fractal_perlin_field
@@ -603,15 +604,21 @@ _EXACT_FLOAT32_COUNTS = 2**24
 @register_corruption('poisson_gaussian_noise', 'geofm_calibration', 'sensor',
                      'photon scale η / read noise σ',
                      ((200, 0.005), (100, 0.01), (50, 0.02), (25, 0.03), (12, 0.05)),
-                     stochastic=True)
-def poisson_gaussian_noise(image: np.ndarray, eta_and_sigma, rng: np.random.Generator
-                           ) -> np.ndarray:
+                     options=('band_noise', ), stochastic=True)
+def poisson_gaussian_noise(image: np.ndarray, eta_and_sigma, rng: np.random.Generator,
+                           band_noise: BandNoise = None) -> np.ndarray:
     """``Poisson(η·x) / η + σ·z``, in float64, rounded to float32.
 
     The draws are every element's photon count in order, then every element's read
     noise: two passes over row tiles (the counts wait in the output buffer), the same
-    draws and values as two whole-image draws."""
-    eta, sigma = eta_and_sigma
+    draws and values as two whole-image draws.
+
+    Args:
+        band_noise: (η, σ) multipliers per band (:mod:`~reobench_corruptions.band_noise`;
+            here a sequence of pairs, one per band): band ``b`` gets η·a_b and σ·c_b.
+            None: the severity's (η, σ) on every band.
+    """
+    eta, sigma = band_noise_parameters(eta_and_sigma, band_noise, image.shape[2])
     out = np.empty(image.shape, np.float32)
     tiles = list(row_tiles(image.shape[0], image[0].size))
     for start, stop in tiles:
@@ -629,12 +636,12 @@ def poisson_gaussian_noise(image: np.ndarray, eta_and_sigma, rng: np.random.Gene
 
 
 @register_uint8_kernel('poisson_gaussian_noise', 'geofm_calibration', 'identical')
-def poisson_gaussian_noise_uint8(image: np.ndarray, eta_and_sigma, rng: np.random.Generator
-                                 ) -> np.ndarray:
+def poisson_gaussian_noise_uint8(image: np.ndarray, eta_and_sigma, rng: np.random.Generator,
+                                 band_noise: BandNoise = None) -> np.ndarray:
     """The float path and its rounding in row tiles, bit-identical to it. Between the
     two passes each count waits in the output as its low byte; the few counts above
     255 (only where η·x is near 255 or more) are kept aside."""
-    eta, sigma = eta_and_sigma
+    eta, sigma = band_noise_parameters(eta_and_sigma, band_noise, image.shape[2])
     out = np.empty(image.shape, np.uint8)
     tiles = list(row_tiles(image.shape[0], image[0].size))
     large = {}

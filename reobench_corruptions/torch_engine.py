@@ -36,7 +36,6 @@ engine (:data:`PARITY`):
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -48,36 +47,26 @@ from .appearance import (CLOUD_BRIGHTNESS, CLOUD_CELL_PIXELS, CLOUD_CORE_DEPTH,
                          SHADOW_DARKENING, SHADOW_OFFSET_FRACTION, check_bands,
                          check_channel_order, reobench_motion_kernel)
 from .api import check_arguments
-from .base import (FLOAT32_SCALES, full_scale, get_corruption,
-                   list_corruptions, make_rng, sample_key)
+from .band_noise import band_noise_parameters, resolve_band_noise
+from .band_values import MaxValue, check_band_names
+from .base import FLOAT32_SCALES, get_corruption, list_corruptions, make_rng
 from .geometric import (DEFAULT_SCALE_CANVAS, GeometricTransform, check_border,
                         check_canvas, check_ignore_index, geometric_transform,
                         identity_transform)
+from .torch_checks import (TORCH_DTYPES, Key, blanked, check_images, check_keys,
+                           check_tensor)
 from .torch_geometric import warp_image, warp_labels
 
 __all__ = ['corrupt_torch', 'corrupt_geometric_torch', 'warp_label_map_torch',
            'torch_corruptions', 'PARITY', 'TORCH_DTYPES']
 
-Key = Union[str, int]
-
-#: torch dtypes accepted, with the numpy dtype whose full scale they take. uint16 data
-#: is ``torch.uint16`` (e.g. ``torch.from_numpy`` of a uint16 array); int32 tensors are
-#: refused, since nothing tells their full scale apart from other integer data.
-TORCH_DTYPES = {
-    torch.uint8: np.uint8,
-    torch.uint16: np.uint16,
-    torch.float16: np.float16,
-    torch.float32: np.float32,
-    torch.float64: np.float64,
-}
-
-
 @dataclass(frozen=True)
 class _Batch:
-    """One call's inputs once checked: the images, their full scale, and each
-    sample's numpy generator (None for the corruptions that draw nothing)."""
+    """One call's inputs once checked: the images, their full scale (one, or one per
+    band), and each sample's numpy generator (None for the corruptions that draw
+    nothing)."""
     images: torch.Tensor
-    scale: float
+    scale: Union[float, Tuple[float, ...]]
     rngs: Tuple[Optional[np.random.Generator], ...]
 
     @property
@@ -103,9 +92,14 @@ def _float32_holds(scale: float) -> bool:
     return FLOAT32_SCALES[0] <= scale <= FLOAT32_SCALES[1]
 
 
-def _to_float(images: torch.Tensor, scale: float) -> torch.Tensor:
+def _to_float(images: torch.Tensor, scale: Union[float, Tuple[float, ...]]) -> torch.Tensor:
     """``images`` as float32 divided by ``scale``: ``x · float32(1/scale)`` (float64
-    division for scales float32 cannot hold), as the numpy engine computes it."""
+    division for scales float32 cannot hold), as the numpy engine computes it; a tuple
+    holds one full scale per band."""
+    if isinstance(scale, tuple):  # bands: the first axis of C×H×W, the second of B×C×H×W
+        axis = images.dim() - 3
+        return torch.cat([_to_float(images.narrow(axis, b, 1), s)
+                          for b, s in enumerate(scale)], axis)
     if images.dtype.is_floating_point and not _float32_holds(scale):
         return (images.to(torch.float64) / scale).to(torch.float32)
     out = images.to(torch.float32)
@@ -114,9 +108,14 @@ def _to_float(images: torch.Tensor, scale: float) -> torch.Tensor:
     return out
 
 
-def _from_float(image: torch.Tensor, dtype: torch.dtype, scale: float) -> torch.Tensor:
-    """Clip to [0, 1], multiply by the full scale, round to nearest for integer dtypes
-    (``base.from_float``)."""
+def _from_float(image: torch.Tensor, dtype: torch.dtype,
+                scale: Union[float, Tuple[float, ...]]) -> torch.Tensor:
+    """Clip to [0, 1], multiply by the full scale (a tuple: one per band), round to
+    nearest for integer dtypes (``base.from_float``)."""
+    if isinstance(scale, tuple):
+        axis = image.dim() - 3
+        return torch.cat([_from_float(image.narrow(axis, b, 1), dtype, s)
+                          for b, s in enumerate(scale)], axis)
     image = image.clamp(0.0, 1.0)
     if dtype in (torch.uint8, torch.uint16):
         return torch.round(image * float(np.float32(scale))).to(dtype)
@@ -289,7 +288,10 @@ def _cloud_shadow(batch: _Batch, coverage: float, options: dict) -> torch.Tensor
 
 
 def _poisson_gaussian_noise(batch: _Batch, eta_and_sigma, options: dict) -> torch.Tensor:
-    eta, sigma = eta_and_sigma
+    eta, sigma = band_noise_parameters(eta_and_sigma, options.get('band_noise'),
+                                       batch.images.shape[1])
+    if isinstance(eta, np.ndarray):  # one (η, σ) per band: C×1×1 on the device
+        eta, sigma = (batch.to_device(v)[:, None, None] for v in (eta, sigma))
     x = batch.working()
     for i in range(x.shape[0]):
         generator = batch.generator(i)
@@ -360,67 +362,10 @@ def _refuse_uncovered(name: str, protocol: str) -> None:
                                   f'covers ({protocol}): {torch_corruptions(protocol)}')
 
 
-def _check_images(images, max_value: Optional[float]) -> float:
-    """Check the batch (type, shape, dtype, values) and return its full scale."""
-    if not isinstance(images, torch.Tensor):
-        raise TypeError(f'images must be a torch.Tensor of shape B×C×H×W, got '
-                        f'{type(images).__name__}')
-    if images.dim() != 4 or min(images.shape) < 1:
-        raise ValueError(f'images must be a B×C×H×W tensor with B, C, H, W >= 1, got shape '
-                         f'{tuple(images.shape)}')
-    if images.dtype not in TORCH_DTYPES:
-        hint = ' (uint16 data: convert with images.to(torch.uint16))' \
-            if images.dtype == torch.int32 else ''
-        raise TypeError(f'unsupported dtype {images.dtype}{hint}; valid: '
-                        f'{", ".join(str(d) for d in TORCH_DTYPES)}')
-    scale = full_scale(TORCH_DTYPES[images.dtype], max_value)
-    shown = f'{scale:g}' if max_value is None else repr(max_value)
-    if images.dtype == torch.uint16 and scale < 65535:
-        largest = int(images.to(torch.int32).max())
-        if largest > scale:
-            raise ValueError(f'the uint16 images have values up to {largest}, above '
-                             f'max_value={shown} (the full scale in force); set max_value '
-                             f"to the sensor's full scale (at least {largest}), or leave it "
-                             'unset for 65535')
-    elif images.dtype.is_floating_point:
-        low, high = float(images.min()), float(images.max())
-        if not (math.isfinite(low) and math.isfinite(high)):
-            raise ValueError('float images must be finite (no NaN or inf)')
-        limit = float(TORCH_DTYPES[images.dtype](scale))
-        if low < 0 or high > limit:
-            raise ValueError(f'float images must lie in [0, max_value] = [0, {shown}]; '
-                             f'found values in [{low!r}, {high!r}]. Floats in 0..255 need '
-                             'max_value=255; negative values mean the corruption runs after '
-                             'normalisation: put it before Normalize')
-    return scale
-
-
-def _check_keys(keys, batch_size: int, spec, severity: int) -> List[Optional[Key]]:
-    if keys is None:
-        if spec.stochastic and severity > 0:
-            raise ValueError(
-                f'{spec.name!r} (severity {severity}) draws random numbers and needs one '
-                f'key per sample: pass keys= with {batch_size} values stable for each '
-                "image, e.g. their file names or dataset indices (keys=['a.png', ...]); "
-                'without keys every image would get the same draws')
-        return [None] * batch_size
-    if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
-        raise TypeError(f'keys must be a list of {batch_size} sample keys (one str or int '
-                        f'per image of the batch), got {keys!r}')
-    if len(keys) != batch_size:
-        raise ValueError(f'got {len(keys)} keys for a batch of {batch_size} images; pass '
-                         'exactly one key (str or int) per image, in batch order')
-    for key in keys:
-        sample_key(key)  # TypeError for anything but str / int / None
-        if key is None and spec.stochastic and severity > 0:
-            raise ValueError(f'{spec.name!r} draws random numbers: every sample needs a key '
-                             f'(str or int), got None in {list(keys)!r}')
-    return list(keys)
-
-
 def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
                   keys: Optional[Sequence[Key]] = None, seed: int = 0,
-                  protocol: str = 'reobench', max_value: Optional[float] = None,
+                  protocol: str = 'reobench', max_value: MaxValue = None,
+                  band_names: Optional[Sequence[Optional[str]]] = None,
                   jpeg_codec: str = 'cpu', **options) -> torch.Tensor:
     """Apply corruption ``name`` at ``severity`` to a batch of images on its device.
 
@@ -444,15 +389,21 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
         seed: the global seed, an integer >= 0.
         protocol: ``'reobench'`` or ``'geofm_calibration'``.
         max_value: the full scale: ``uint8`` 255 (None or 255); ``uint16`` default
-            65535 (a whole number, e.g. 4095 for 12-bit data); floats default 1.0.
+            65535 (a whole number, e.g. 4095 for 12-bit data); floats default 1.0. Or
+            one per band, a list or a mapping by band name, as :func:`corrupt` takes it.
+            Only the bands the corruption acts on (``bands``) are checked; the others
+            come back bit-identical whatever they hold.
+        band_names: the name of every band, in order, or None: as :func:`corrupt`
+            (needed by a ``max_value`` or ``band_noise`` given by band name).
         jpeg_codec: where ``compression_artifacts`` runs its codec
             (:data:`~reobench_corruptions.torch_kernels.JPEG_CODECS`):
             ``'cpu'`` (libjpeg, the numpy engine's bits; the image's bytes go to the CPU
             and back) or ``'device'`` (nvJPEG on CUDA tensors; its parity with libjpeg
             is measured by ``benchmarks/gpu_device_check.py``, not assumed).
         **options: the corruption's own options (``bands`` for every pixel-value
-            corruption, ``channel_order`` for ``compression_artifacts``, ``border`` for
-            the geometric ones, ``canvas`` for ``scale``); anything else is an error.
+            corruption, ``channel_order`` for ``compression_artifacts``, ``band_noise``
+            for ``poisson_gaussian_noise``, ``border`` for the geometric ones, ``canvas``
+            for ``scale``); anything else is an error.
 
     Returns:
         A new tensor of the input's shape, dtype and device.
@@ -470,11 +421,16 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
                          f'{jpeg_codec!r}')
     if get_corruption(name, protocol).moves_labels:
         return corrupt_geometric_torch(images, name, severity, keys=keys, seed=seed,
-                                       protocol=protocol, max_value=max_value, **options)[0]
+                                       protocol=protocol, max_value=max_value,
+                                       band_names=band_names, **options)[0]
     spec, severity, seed = check_arguments(name, severity, seed, protocol, max_value, options)
-    scale = _check_images(images, max_value)
-    if options.get('bands') is not None:
-        check_bands(options['bands'], images.shape[1])
+    count = check_tensor(images)
+    names = check_band_names(band_names, count)
+    selected = check_bands(options.get('bands'), count)
+    scale, blank = check_images(images, max_value, selected, names)
+    if options.get('band_noise') is not None:  # by name or kind: per band, in order
+        options = dict(options, band_noise=resolve_band_noise(options['band_noise'],
+                                                              images.shape[1], names))
     if options.get('channel_order') is not None:
         check_channel_order(options['channel_order'])
     if name == 'compression_artifacts':
@@ -482,15 +438,15 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
             raise ValueError("jpeg_codec='device' runs nvJPEG on CUDA tensors; the images "
                              f"are on {images.device}: use jpeg_codec='cpu'")
         options = dict(options, jpeg_codec=jpeg_codec)
-    keys = _check_keys(keys, images.shape[0], spec, severity)
+    keys = check_keys(keys, images.shape[0], spec, severity)
     if severity == 0:
         return images.clone()
     rngs = tuple(make_rng(seed, f'{protocol}/{name}', severity, key) for key in keys) \
         if spec.stochastic else tuple(None for _ in keys)
     parameter = spec.parameter_for(severity)
     with torch.no_grad():
-        result = _IMPLEMENTATIONS[(protocol, name)][1](_Batch(images, scale, rngs),
-                                                        parameter, options)
+        result = _IMPLEMENTATIONS[(protocol, name)][1](
+            _Batch(blanked(images, blank), scale, rngs), parameter, options)
         if not (result.dtype == images.dtype == torch.uint8):  # else from a uint8 path
             result = _from_float(result, images.dtype, scale)
         selected = options.get('bands')
@@ -503,7 +459,8 @@ def corrupt_torch(images: torch.Tensor, name: str, severity: int, *,
 def corrupt_geometric_torch(images: torch.Tensor, name: str, severity: int, *,
                             keys: Optional[Sequence[Key]] = None, seed: int = 0,
                             protocol: str = 'reobench', border: str = 'reflect',
-                            max_value: Optional[float] = None, **options
+                            max_value: MaxValue = None,
+                            band_names: Optional[Sequence[Optional[str]]] = None, **options
                             ) -> Tuple[torch.Tensor, List[GeometricTransform]]:
     """Apply geometric corruption ``name`` (``rotate``, ``scale``, ``translate``) to a
     batch on its device; ``(images, transforms)``, one transform per sample.
@@ -516,8 +473,8 @@ def corrupt_geometric_torch(images: torch.Tensor, name: str, severity: int, *,
     transforms' :meth:`~reobench_corruptions.geometric.GeometricTransform.apply_to_points`.
 
     Args:
-        images, keys, seed, protocol, max_value: as :func:`corrupt_torch` (``keys`` are
-            needed by ``translate``, which draws its signs).
+        images, keys, seed, protocol, max_value, band_names: as :func:`corrupt_torch`
+            (``keys`` are needed by ``translate``, which draws its signs).
         name: ``'rotate'``, ``'scale'`` or ``'translate'``.
         severity: an integer 0..5; 0 returns an unchanged copy and identity transforms.
         border: ``'reflect'`` or ``'constant'`` (as the numpy engine).
@@ -535,8 +492,9 @@ def corrupt_geometric_torch(images: torch.Tensor, name: str, severity: int, *,
                                            dict(options, border=border))
     canvas = options.get('canvas', DEFAULT_SCALE_CANVAS)
     check_canvas(canvas)
-    scale = _check_images(images, max_value)
-    keys = _check_keys(keys, images.shape[0], spec, severity)
+    names = check_band_names(band_names, check_tensor(images))
+    scale, _ = check_images(images, max_value, None, names)
+    keys = check_keys(keys, images.shape[0], spec, severity)
     shape = tuple(images.shape[2:])
     if severity == 0:
         return images.clone(), [identity_transform(*shape) for _ in keys]

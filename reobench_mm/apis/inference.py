@@ -528,7 +528,9 @@ def predict_conditions(model: torch.nn.Module,
              if isinstance(s, ApplyCorruption)]
     loaded = _run(transforms[:first], results, source)  # decoded once
     step = transforms[first]
+    from reobench_corruptions.band_values import per_band_full_scales
     from reobench_corruptions.base import full_scale
+
     def batch_under(condition: Condition) -> dict:
         for one in steps:
             one.set_condition(condition)
@@ -552,8 +554,13 @@ def predict_conditions(model: torch.nn.Module,
             prediction=prediction,
             label=None if gt is None or label is None else gt.data[0].cpu().numpy()))
     image_dtype = entries[0].image.dtype
+    # a per-band max_value: the display (its first three bands) takes their largest
+    bands = 1 if entries[0].image.ndim == 2 else entries[0].image.shape[-1]
+    per_band = per_band_full_scales(image_dtype, step.max_value, bands,
+                                    loaded.get('band_names'))
+    scale = max(per_band[0][:3]) if per_band else full_scale(image_dtype, step.max_value)
     return ConditionPredictions(
         source=source, key=sample_key, task=task, channel_order=step.channel_order,
-        full_scale=float(full_scale(image_dtype, step.max_value)),
+        full_scale=float(scale),
         dataset_meta=dict(getattr(model, 'dataset_meta', None) or {}),
         ignore_index=int(step.ignore_index), entries=tuple(entries))

@@ -14,13 +14,15 @@ values) and its boxes (the same boxes; see
 in the pipeline (the CPU dataloader workers).
 
 The draws are keyed as the pipeline keys them (the seed and the image's file name), and
-the step's ``max_value``, ``ignore_index``, ``angle_version``, ``box_policy`` and
-``corruption_options`` are used. The torch engine gives the numpy engine's bits for the
-geometric corruptions on ``uint8`` images, within one grey level for the other
-deterministic ones and the same distribution for the noises (``docs/corruptions.md``), so
-the numbers are close to, not always the same as, the pipeline's: the option is part of
-the fingerprint. The image must reach the test step at its original size (the
-corruption's parameters are for that size): a test pipeline that resizes it is refused.
+the step's ``max_value`` (one, or one per band), ``ignore_index``, ``angle_version``,
+``box_policy`` and ``corruption_options`` (``band_noise`` included) are used, with the
+sample's ``band_names`` where its metainfo carries them. The torch engine gives the numpy
+engine's bits for the geometric corruptions on ``uint8`` images, within one grey level
+for the other deterministic ones and the same distribution for the noises
+(``docs/corruptions.md``), so the numbers are close to, not always the same as, the
+pipeline's: the option is part of the fingerprint. The image must reach the test step
+at its original size (the corruption's parameters are for that size): a test pipeline
+that resizes it is refused.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from typing import Any, Dict, Optional
 from reobench_corruptions import get_corruption
 from reobench_corruptions.condition import Condition
 from ..errors import SweepError
-from ..transforms.corruption import ApplyCorruption, band_options, move_sample_labels
+from ..transforms.corruption import (ApplyCorruption, band_options, move_sample_labels,
+                                     name_options)
 from .conditions.kinds import is_corruption
 
 __all__ = ['CORRUPTION_DEVICES', 'DeviceCorruption']
@@ -104,6 +107,10 @@ class DeviceCorruption:
                     f'{tuple(original[:2])}: the corruptions are defined at the original '
                     "size; corrupt in the pipeline (corruption_device='pipeline')")
             keys = [ApplyCorruption.sample_key(meta)]
+            # the sample's band names, where a per-band max_value or band_noise needs them
+            # (and to name bands in errors), as the pipeline passes them
+            named = name_options(meta.get('band_names'), image.shape[0], step.max_value,
+                                 options)
             if not geometric:  # an optical-only corruption on the optical bands, as in
                 # the pipeline (the sample's band_names, when packed into its metainfo)
                 if spec.band_domain != 'all' and meta.get('band_names') is None and \
@@ -117,12 +124,12 @@ class DeviceCorruption:
                                       f"corruption_device='model' under {condition.key}",
                                       meta.get('band_names'), image.shape[0], options)
                 inputs[i] = corrupt_torch(image.to(device)[None], condition.corruption,
-                                          condition.severity, keys=keys, **common,
+                                          condition.severity, keys=keys, **common, **named,
                                           **chosen)[0]
                 continue
             out, (transform, ) = corrupt_geometric_torch(
                 image.to(device)[None], condition.corruption, condition.severity, keys=keys,
-                border=condition.border, **common, **options)
+                border=condition.border, **common, **named, **options)
             inputs[i] = out[0]
             samples[i] = move_sample_labels(sample, transform, step.ignore_index,
                                             step.angle_version, step.box_policy)

@@ -11,8 +11,10 @@ from mmcv.transforms import BaseTransform
 
 from reobench_corruptions import corrupt, corrupt_geometric, get_corruption
 from reobench_corruptions.appearance import check_channel_order, jpeg_round_trip
+from reobench_corruptions.band_noise import check_band_noise
+from reobench_corruptions.band_values import MaxValue, check_band_max_values, needs_band_names
 from reobench_corruptions.bands import band_kinds, bands_in_domain
-from reobench_corruptions.base import (PROTOCOLS, as_bands, check_max_value, from_float,
+from reobench_corruptions.base import (PROTOCOLS, as_bands, from_float,
                                 list_corruptions, to_float)
 from reobench_corruptions.condition import CLEAN_NAME, Condition
 from reobench_corruptions.geometric import GeometricTransform
@@ -31,7 +33,7 @@ def check_corruption_options(options: Optional[Mapping[str, Any]]) -> Dict[str, 
     """``corruption_options`` as ``{corruption name: {option: value}}``, checked: every
     name is a corruption of a protocol and every option one that corruption takes
     (``bands`` for every pixel-value corruption; its values are checked by the engine
-    when it runs, at every severity).
+    when it runs, at every severity; the form of ``band_noise`` is checked here).
 
     Raises:
         ValueError: not a mapping of mappings, an unknown corruption or option.
@@ -53,6 +55,8 @@ def check_corruption_options(options: Optional[Mapping[str, Any]]) -> Dict[str, 
         if not isinstance(given, Mapping) or set(given) - set(valid):
             raise ValueError(f'corruption_options[{name!r}] must be a dict of its options '
                              f'{valid or "(it has none)"}, got {given!r}')
+        if 'band_noise' in given:
+            check_band_noise(given['band_noise'])
         out[name] = dict(given)
     return out
 
@@ -96,6 +100,23 @@ def band_options(corruption: str, domain: str, what: str,
     if len(selected) == count:
         return dict(options)
     return dict(options, bands=selected)
+
+
+def name_options(band_names: Optional[Sequence[str]], count: int, max_value: MaxValue,
+                 options: Mapping[str, Any]) -> dict:
+    """The ``band_names`` argument for the engine (``corrupt`` and ``corrupt_torch``,
+    plain and geometric) for a sample of ``count`` bands named ``band_names``: the names
+    when they name every band (the engine then names bands in its errors) or when
+    ``max_value`` or an option is given by band name (a ``max_value`` mapping; a
+    ``band_noise`` mapping or ``'sensor'``: the engine then refuses names of another
+    length); ``{}`` otherwise (no names, or names of another length that nothing needs,
+    as before). The pipeline step and ``corruption_device='model'`` both ask it."""
+    if band_names is None:
+        return {}
+    names = tuple(band_names)
+    if len(names) == count or needs_band_names(max_value, options):
+        return {'band_names': names}
+    return {}
 
 
 def sample_draw_key(results: Mapping[str, Any]) -> Any:
@@ -190,7 +211,11 @@ class ApplyCorruption(BaseTransform):
         channel_order (str): order of 3-band images in ``img`` (``'bgr'`` as MMCV loads).
         max_value (float, optional): full scale of the image: uint16 (default 65535) and
             float images (default 1.0; ``255`` for ``LoadImageFromFile(to_float32=True)``).
-            Values above it are an error.
+            Values above it are an error in the bands the corruption acts on (the others
+            pass through bit-identical whatever they hold, e.g. Sentinel-1 bands in dB
+            under an optical-only corruption). Or one full scale per band: a list with
+            one per band, or a mapping from band name to full scale, looked up in the
+            sample's ``band_names`` (see :mod:`reobench_corruptions.band_values`).
         reencode_jpeg_quality (int, optional): an extra JPEG pass after the corruption,
             as the authors' released DIOR files carry (they used quality 75). Off by
             default.
@@ -200,8 +225,11 @@ class ApplyCorruption(BaseTransform):
             name, used whenever that corruption runs: ``dict(cloud_shadow=dict(bands=[0,
             1, 2]))`` clouds only those bands (positions from 0; ``bands`` is taken by
             every pixel-value corruption and wins over ``band_names``),
-            ``dict(scale=dict(canvas='black'))`` the canvas of ``scale`` (see the
-            corruptions' documentation).
+            ``dict(scale=dict(canvas='black'))`` the canvas of ``scale``,
+            ``dict(poisson_gaussian_noise=dict(band_noise='sensor'))`` its (η, σ) per band
+            by the kind of each band of the sample's ``band_names`` (or a list of
+            per-band pairs, or a mapping by band name; see
+            :mod:`reobench_corruptions.band_noise`) (see the corruptions' documentation).
         labels_later (bool): the annotations are loaded after this step (the toolboxes'
             test pipelines load them after ``Resize``): a geometric corruption moves the
             image here, at its original size, and records its transform for
@@ -214,7 +242,7 @@ class ApplyCorruption(BaseTransform):
                  protocol: str = 'reobench', border: str = 'reflect',
                  box_policy: str = 'reference', angle_version: str = 'le90',
                  ignore_index: int = 255, channel_order: str = 'bgr',
-                 max_value: Optional[float] = None,
+                 max_value: MaxValue = None,
                  reencode_jpeg_quality: Optional[int] = None,
                  allow_resized: bool = False,
                  corruption_options: Optional[Mapping[str, Any]] = None,
@@ -239,7 +267,11 @@ class ApplyCorruption(BaseTransform):
         self.labels_later = labels_later
         self.box_policy, self.angle_version = box_policy, angle_version
         self.ignore_index, self.channel_order = int(ignore_index), channel_order
-        self.max_value = check_max_value(max_value)
+        self.max_value = check_band_max_values(max_value)
+        if reencode_jpeg_quality is not None and isinstance(self.max_value, (tuple, dict)):
+            raise ValueError('reencode_jpeg_quality re-encodes the whole image at one full '
+                             'scale; it takes a max_value of one number (or None), got one '
+                             f'per band: {max_value!r}')
         self.reencode_jpeg_quality = reencode_jpeg_quality
         self.allow_resized = allow_resized
         self.corruption_options = check_corruption_options(corruption_options)
@@ -372,8 +404,10 @@ class ApplyCorruption(BaseTransform):
             return results
         self.check_sample(results)
         image, key = results['img'], self.draw_key(results)
-        common = dict(seed=self.seed, key=key, protocol=self.protocol, max_value=self.max_value)
         extra = self.corruption_options.get(self.corruption, {})
+        common = dict(seed=self.seed, key=key, protocol=self.protocol, max_value=self.max_value,
+                      **name_options(results.get('band_names'), as_bands(image).shape[2],
+                                     self.max_value, extra))
         if self.spec.moves_labels:
             image, geometry = corrupt_geometric(image, self.corruption, self.severity,
                                                 border=self.border, **common, **extra)

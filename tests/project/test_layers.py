@@ -273,7 +273,8 @@ def _foreign_imports(directory: str, allowed: tuple) -> list:
 
 
 #: The engine's optional torch implementation (imported only by whoever uses it).
-TORCH_ENGINE_FILES = ('torch_engine.py', 'torch_kernels.py', 'torch_geometric.py')
+TORCH_ENGINE_FILES = ('torch_engine.py', 'torch_checks.py', 'torch_kernels.py',
+                      'torch_geometric.py')
 
 
 def test_the_engine_imports_nothing_of_the_plugin_or_openmmlab():
