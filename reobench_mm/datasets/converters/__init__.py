@@ -3,6 +3,8 @@ layouts that MMSegmentation and MMRotate read.
 
 - :mod:`.potsdam`: ISPRS Potsdam tiles -> 512x512 patches (``img_dir``/``ann_dir``).
 - :mod:`.dior_r`: DIOR images + DIOR-R oriented XML -> DOTA-style text annotations.
+- :mod:`.reobench_released`: REOBench's released corrupted sets -> their moved labels in
+  the formats above and the ``corruption_files`` option reading them.
 
 Every output file is written atomically (``reobench_mm.fileio``: a temporary ``.tmp``
 file in the same folder, then renamed), so an interrupted conversion leaves no truncated

@@ -42,16 +42,16 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from reobench_corruptions import get_corruption
 from reobench_corruptions.condition import Condition
+from ...datasets.converters.reobench_released import REOBENCH_FOLDERS
 from ...errors import SweepError
 from .kinds import is_corruption
 
 __all__ = ['CorruptionFiles', 'parse_corruption_files', 'REOBENCH_FOLDERS',
            'files_dataset_cfg', 'FILES_SOURCE']
 
-#: The package's REOBench corruption names -> the folder names of the authors' released
-#: DIOR test sets (their detection configs); the others are the same.
-REOBENCH_FOLDERS = {'cloud': 'clouds', 'data_gaps': 'gaps',
-                    'salt_pepper_noise': 'salt_and_pepper_noise'}
+#: ``REOBENCH_FOLDERS`` (imported above): the package's REOBench corruption names -> the
+#: folder names of the authors' released DIOR test sets, where they differ; every name
+#: their code uses is in ``reobench_mm.datasets.converters.reobench_released``.
 #: The ``source`` of a condition read from files (synthesised ones have none).
 FILES_SOURCE = 'files'
 _KEYS = ('dataset', 'geometric', 'folders', 'corruptions')
