@@ -112,7 +112,7 @@ class DIORRDataset(_DIORRBase):
             with open(txt_file, encoding='utf-8') as f:
                 for number, line in enumerate(f, 1):
                     parts = line.split()
-                    if not parts or parts[0].endswith(':'):  # blank, imagesource:, gsd:
+                    if not parts or ':' in parts[0]:  # blank, imagesource:GoogleEarth, gsd:0.1
                         continue
                     if len(parts) < 9:
                         raise ValueError(f'{txt_file}:{number}: expected 8 coordinates and '

@@ -449,3 +449,17 @@ def test_real_dior_r_sample(tmp_path, real_samples):
     xml_set = DIORRXMLDataset(data_root=str(src), ann_file='ImageSets/Main/trainval.txt',
                               data_prefix=dict(img_path='JPEGImages-trainval'))
     assert infos(xml_set)[0]['instances'][0]['bbox'] == [133, 237, 684, 237, 684, 672, 133, 672]
+
+
+def test_dota_header_lines_are_skipped(tmp_path):
+    """A DOTA v1 label file starts with 'imagesource:GoogleEarth' and 'gsd:0.146': both
+    are headers, not boxes (a first word ending in ':' was the only header it knew)."""
+    ann = tmp_path / 'annfiles'
+    ann.mkdir()
+    (ann / '00001.txt').write_text('imagesource:GoogleEarth\ngsd:0.146\n\n'
+                                   '10 10 50 10 50 30 10 30 ship 0\n')
+    dataset = DIORRDataset(data_root=str(tmp_path), ann_file='annfiles/',
+                           data_prefix=dict(img_path='images/'), lazy_init=True)
+    data_list = dataset.load_data_list()
+    assert [len(d['instances']) for d in data_list] == [1]
+    assert data_list[0]['instances'][0]['bbox_label'] == DIOR_R_CLASSES.index('ship')
