@@ -20,6 +20,9 @@ says which bands of a multi-sensor image it makes sense on:
   *Sentinel-1 User Handbook*, polarisation modes).
 - The colour and near-infrared names of RGB and RGB-NIR imagery (``R``, ``G``, ``B``,
   ``NIR``, ``RED``, ``GREEN``, ``BLUE``): optical.
+- WorldView-3's eight multispectral (VNIR) bands, from 400 nm to 1040 nm: ``COASTAL``,
+  ``BLUE``, ``GREEN``, ``YELLOW``, ``RED``, ``RED_EDGE``, ``NIR1``, ``NIR2``: optical
+  (DigitalGlobe/Maxar, *WorldView-3* data sheet, spectral bands).
 
 Names are matched without regard to case and surrounding spaces; any other name (and an
 unnamed band, None) is ``'unknown'``. Pure data and lookups: no OpenMMLab imports.
@@ -29,8 +32,8 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple
 
 __all__ = ['BAND_DOMAINS', 'BAND_KIND_NAMES', 'BAND_KINDS', 'SENTINEL2_MSI_BANDS',
-           'SENTINEL1_POLARISATIONS', 'check_band_domain', 'band_kind', 'band_kinds',
-           'optical_bands', 'bands_in_domain']
+           'SENTINEL1_POLARISATIONS', 'WORLDVIEW3_MS_BANDS', 'check_band_domain',
+           'band_kind', 'band_kinds', 'optical_bands', 'bands_in_domain']
 
 #: The band domains a corruption may declare, and what each means.
 BAND_DOMAINS: Dict[str, str] = {
@@ -47,12 +50,16 @@ SENTINEL2_MSI_BANDS = ('B01', 'B02', 'B03', 'B04', 'B05', 'B06', 'B07', 'B08', '
 #: Sentinel-1 polarisation channels (ESA Sentinel-1 User Handbook).
 SENTINEL1_POLARISATIONS = ('VV', 'VH', 'HH', 'HV')
 _COLOUR_BANDS = ('R', 'G', 'B', 'NIR', 'RED', 'GREEN', 'BLUE')
+#: WorldView-3 multispectral band names (the SpaceNet releases' 8-band chips).
+WORLDVIEW3_MS_BANDS = ('COASTAL', 'BLUE', 'GREEN', 'YELLOW', 'RED', 'RED_EDGE', 'NIR1',
+                       'NIR2')
 
 #: Band kind by (upper-case) band name; names not listed are ``'unknown'``.
 BAND_KINDS: Dict[str, str] = {
     **{name: 'optical' for name in SENTINEL2_MSI_BANDS},
     **{name: 'sar' for name in SENTINEL1_POLARISATIONS},
     **{name: 'optical' for name in _COLOUR_BANDS},
+    **{name: 'optical' for name in WORLDVIEW3_MS_BANDS},
 }
 
 

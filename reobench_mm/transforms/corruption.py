@@ -14,7 +14,7 @@ from reobench_corruptions.appearance import check_channel_order, jpeg_round_trip
 from reobench_corruptions.band_noise import check_band_noise
 from reobench_corruptions.band_values import MaxValue, check_band_max_values, needs_band_names
 from reobench_corruptions.bands import band_kinds, bands_in_domain
-from reobench_corruptions.base import (PROTOCOLS, as_bands, from_float,
+from reobench_corruptions.base import (PROTOCOLS, SUPPORTED_DTYPES, as_bands, from_float,
                                 list_corruptions, to_float)
 from reobench_corruptions.condition import CLEAN_NAME, Condition
 from reobench_corruptions.geometric import GeometricTransform
@@ -342,6 +342,13 @@ class ApplyCorruption(BaseTransform):
                 '(after LoadAnnotations for geometric corruptions), before any resizing, '
                 'normalisation or conversion to tensors; CorruptionTestLoop, tools/test.py '
                 'and the robustness sweep place it there.')
+        if image.dtype.name not in SUPPORTED_DTYPES:
+            raise TypeError(
+                f'{self._what()}: the image is {image.dtype.name}, a data type the corruptions '
+                f'do not take (they take {", ".join(SUPPORTED_DTYPES)}): load it with '
+                'LoadMultiBandImageFromFile(..., to_float32=True) and give the corruption '
+                "max_value=<the sensor's full scale> (e.g. 10000 for Sentinel-2 "
+                'reflectances)')
         if self.sample_key(results) is None:
             raise RuntimeError(
                 f'{self._what()}: the sample has neither img_path nor sample_idx, which key '

@@ -40,6 +40,7 @@ from mmcv.transforms import BaseTransform
 
 from reobench_corruptions.base import PROTOCOLS, get_corruption, list_corruptions
 from ..registry import TRANSFORMS
+from .corruption import GEOMETRY_KEY
 
 __all__ = ['LoadMultiBandImageFromFile', 'IgnoreNodataLabels', 'RasterRead',
            'SENTINEL2_BANDS', 'check_band_selection', 'check_band_names', 'check_window',
@@ -343,6 +344,11 @@ class LoadMultiBandImageFromFile(BaseTransform):
             nodata value or mask band, as GDAL reports it).
         window: ``(col_off, row_off, width, height)`` in pixels: read only that part of
             the raster (a windowed read of a large scene); None: the whole raster.
+        to_float32: give the image as float32 (as ``LoadImageFromFile``'s option): for
+            data types the corruption engine does not take (int16 reflectances, int32),
+            with the corruptions' ``max_value`` set to the sensor's full scale; values
+            below 0 (a signed type's fill) are then refused by the engine unless they are
+            nodata and the corruption leaves those bands alone.
 
     Raises:
         ValueError: bad arguments (when built); a file rasterio cannot read, a band index
@@ -353,7 +359,10 @@ class LoadMultiBandImageFromFile(BaseTransform):
 
     def __init__(self, bands: Optional[Sequence[BandRequest]] = None,
                  band_names: Optional[Sequence[str]] = None, nodata: Optional[float] = None,
-                 window: Optional[Sequence[int]] = None) -> None:
+                 window: Optional[Sequence[int]] = None, to_float32: bool = False) -> None:
+        if not isinstance(to_float32, bool):
+            raise ValueError(f'to_float32 must be True or False, got {to_float32!r}')
+        self.to_float32 = to_float32
         self.bands = check_band_selection(bands)
         self.band_names = check_band_names(band_names)
         self.nodata = check_nodata(nodata)
@@ -365,7 +374,7 @@ class LoadMultiBandImageFromFile(BaseTransform):
                            f'raster file to read); the sample has keys {sorted(results)}')
         read = read_raster(results['img_path'], self.bands, self.band_names, self.nodata,
                            self.window)
-        results['img'] = read.image
+        results['img'] = read.image.astype(np.float32) if self.to_float32 else read.image
         results['img_shape'] = read.image.shape[:2]
         results['ori_shape'] = read.image.shape[:2]
         results['nodata_mask'] = read.nodata_mask
@@ -376,7 +385,8 @@ class LoadMultiBandImageFromFile(BaseTransform):
 
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(bands={self.bands!r}, band_names={self.band_names!r}, '
-                f'nodata={self.nodata!r}, window={self.window!r})')
+                f'nodata={self.nodata!r}, window={self.window!r}, '
+                f'to_float32={self.to_float32!r})')
 
 
 def _geometric_corruption(results: Dict[str, Any]) -> Optional[str]:
@@ -420,7 +430,12 @@ class IgnoreNodataLabels(BaseTransform):
             missing = 'nodata_mask' if mask is None else 'gt_seg_map'
             raise RuntimeError(f'IgnoreNodataLabels needs {missing}: put it after '
                                'LoadMultiBandImageFromFile and LoadAnnotations ' + where)
-        moved = _geometric_corruption(results) or ('a flip' if results.get('flip') else None)
+        # a geometric corruption whose labels are still to be moved (labels loaded after
+        # the corruption; ApplyCorruptionToLabels moves them next): labels and mask are
+        # both where the file has them, and the ignored pixels move with the labels
+        pending = GEOMETRY_KEY in results
+        moved = (None if pending else _geometric_corruption(results)) or \
+            ('a flip' if results.get('flip') else None)
         if moved:
             raise RuntimeError(
                 f'IgnoreNodataLabels runs after {moved} moved the labels, but the nodata '

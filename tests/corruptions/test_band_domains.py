@@ -114,6 +114,11 @@ def test_band_kind_table():
     assert bands_in_domain(['VV', 'B04'], 'all') == [0, 1]
     assert bands_in_domain(['VV', 'B04'], 'optical') == [1]
     assert band_kind('vh') == 'sar'
+    # WorldView-3's eight VNIR bands (SpaceNet's multispectral chips); FLAIR's elevation
+    # band is not optical, so a cloud leaves it alone
+    worldview3 = ['COASTAL', 'BLUE', 'GREEN', 'YELLOW', 'RED', 'RED_EDGE', 'NIR1', 'NIR2']
+    assert optical_bands(worldview3) == list(range(8))
+    assert optical_bands(['RED', 'GREEN', 'BLUE', 'NIR', 'ELEVATION']) == [0, 1, 2, 3]
 
 
 def test_band_kind_refusals():

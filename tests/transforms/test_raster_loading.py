@@ -358,6 +358,57 @@ def test_an_mmseg_dataset_with_the_steps_and_the_corruption_placed(tmp_path):
     assert (sample['inputs'].numpy() != written['tile_a']).mean() > 0.3
 
 
+def test_labels_loaded_after_a_geometric_corruption_are_ignored_then_moved(tmp_path):
+    """The 224 px test pipelines' order (image, Resize, then labels at their stored size):
+    a geometric corruption leaves the labels to ApplyCorruptionToLabels after the label
+    steps, so IgnoreNodataLabels sees labels and nodata mask where the file has them;
+    its ignored pixels then move with the labels (as a direct move of the ignored map)."""
+    from mmseg.registry import DATASETS
+
+    from reobench_corruptions import corrupt_geometric
+    init_default_scope('mmseg')
+    _dataset_folder(tmp_path)
+    pipeline = [dict(type='LoadMultiBandImageFromFile', band_names=SENTINEL2_BANDS),
+                dict(type='Resize', scale=(24, 20), keep_ratio=False),
+                dict(type='LoadAnnotations'), dict(type='IgnoreNodataLabels', ignore_index=255),
+                dict(type='PackSegInputs', meta_keys=META_KEYS)]
+    clean = DATASETS.build(_loader(tmp_path, [dict(s) for s in pipeline])['dataset'])[0]
+    ignored = clean['data_samples'].gt_sem_seg.data[0].numpy()
+    assert (ignored[_frame(40, 48)] == 255).all()
+    loader = _loader(tmp_path, [dict(s) for s in pipeline])
+    place_condition(loader, Condition('rotate', 3), 'mmseg', geometric=True)
+    names = [s['type'] for s in loader['dataset']['pipeline']]
+    assert names.index('ApplyCorruptionToLabels') > names.index('IgnoreNodataLabels')
+    rotated = DATASETS.build(loader['dataset'])[0]
+    labels = rotated['data_samples'].gt_sem_seg.data[0].numpy()
+    image = _load(rotated['data_samples'].metainfo['img_path'])['img']
+    _, geometry = corrupt_geometric(image, 'rotate', 3, key='tile_a.tif')
+    np.testing.assert_array_equal(labels, geometry.warp_label_map(ignored, 255))
+    assert (labels != ignored).mean() > 0.3  # moved
+
+
+def test_int16_reflectances_load_as_float32_for_the_corruptions(tmp_path):
+    """An int16 raster (CloudSEN12's and Sen1Floods11's Sentinel-2 files): the corruption
+    refuses its type naming the loading option; with to_float32 the values are kept
+    exactly and a cloud applies at the sensor's full scale."""
+    path = tmp_path / 'int16.tif'
+    written = sentinel2_tile(path).astype(np.int16)
+    write_raster(path, written, nodata=0)
+    stored = _load(str(path))
+    assert stored['img'].dtype == np.int16
+    cloud = ApplyCorruption('cloud', 3, max_value=10000)
+    with pytest.raises(TypeError, match=r'is int16.*to_float32=True.*max_value='):
+        cloud(dict(stored))
+    loaded = _load(str(path), to_float32=True)
+    assert loaded['img'].dtype == np.float32
+    np.testing.assert_array_equal(loaded['img'], written.transpose(1, 2, 0).astype(np.float32))
+    np.testing.assert_array_equal(loaded['nodata_mask'], stored['nodata_mask'])
+    clouded = cloud(dict(loaded, img=loaded['img'].copy()))['img']
+    assert clouded.dtype == np.float32 and (clouded != loaded['img']).mean() > 0.1
+    with pytest.raises(ValueError, match='to_float32 must be True or False'):
+        LoadMultiBandImageFromFile(to_float32=1)
+
+
 def test_the_files_own_mask_band_counts_as_nodata(tmp_path):
     """A file without nodata value but with a mask band (GDAL's per-dataset mask)."""
     import rasterio
