@@ -6,8 +6,12 @@ from .corruption import ApplyCorruption, ApplyCorruptionToLabels, move_boxes, mo
 from .placement import Placement, corruption_position, corruption_steps, place_corruption
 from .random_corruption import RandomCorruption, training_corruptions
 from .raster_loading import IgnoreNodataLabels, LoadMultiBandImageFromFile
+from .onehot_labels import LoadOneHotAnnotations
+from .colour_labels import LoadAnnotationsFromColours
+from .nodata_fill import FillNodata
 
 __all__ = ['ApplyCorruption', 'MapClasses', 'ApplyCorruptionToLabels', 'RandomCorruption',
            'training_corruptions', 'corruption_steps', 'move_boxes', 'move_labels',
            'Placement', 'corruption_position', 'place_corruption', 'ErodeLabelBoundaries',
-           'erode_label_boundaries', 'LoadMultiBandImageFromFile', 'IgnoreNodataLabels']
+           'erode_label_boundaries', 'LoadMultiBandImageFromFile', 'IgnoreNodataLabels',
+           'LoadAnnotationsFromColours', 'FillNodata', 'LoadOneHotAnnotations']

@@ -396,3 +396,31 @@ def test_perlin_field_and_quantile_equal_numpy():
         values = rng.standard_normal(count).astype(np.float32)
         for q in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0):
             assert quantile_linear(torch.from_numpy(values), q) == float(np.quantile(values, q))
+
+
+def test_the_input_checks_of_the_torch_engine():
+    """reobench_corruptions.torch_checks: the batch's form, its values per band and the
+    samples' keys, each refused with what is valid."""
+    from reobench_corruptions.base import get_corruption
+    from reobench_corruptions.torch_checks import (blanked, check_images, check_keys,
+                                                   check_tensor)
+    assert check_tensor(torch.zeros(2, 5, 4, 4)) == 5
+    with pytest.raises(TypeError, match='images must be a torch.Tensor'):
+        check_tensor(np.zeros((2, 3, 4, 4)))
+    with pytest.raises(TypeError, match=r'int32.*convert with images.to\(torch.uint16\)'):
+        check_tensor(torch.zeros(1, 3, 4, 4, dtype=torch.int32))
+    batch = torch.tensor([0.0, 0.5, 1.0, 0.2]).reshape(1, 1, 2, 2).repeat(1, 2, 1, 1)
+    batch[:, 1] -= 30  # a second band in dB
+    with pytest.raises(ValueError, match=r'band 1.*\[-30.0, -29.0\]'):
+        check_images(batch, None)
+    scale, blank = check_images(batch, None, selected=[0])  # only band 0 acted on
+    assert scale == 1.0 and blank == [1]
+    cleared = blanked(batch, blank)
+    assert (cleared[:, 1] == 0).all() and torch.equal(cleared[:, 0], batch[:, 0])
+    assert blanked(batch, []) is batch
+    noise = get_corruption('gaussian_noise', 'reobench')
+    assert check_keys(['a.png', 3], 2, noise, 1) == ['a.png', 3]
+    with pytest.raises(ValueError, match='needs one key per sample'):
+        check_keys(None, 2, noise, 1)
+    with pytest.raises(ValueError, match='got 1 keys for a batch of 2'):
+        check_keys(['a.png'], 2, noise, 1)

@@ -71,12 +71,8 @@ COVERED_ELSEWHERE = {
                                                     'the rotated window attention'),
     'reobench_mm.models.backbones.timm_vit': ('configs/test_configs.py',
                                               'the timm-based ViT backbones of the configs'),
-    'reobench_mm.robustness.attack_run': ('robustness/test_attack_conditions.py',
-                                          'the attack records of the loop'),
     'reobench_mm.robustness.drift_layers': ('robustness/test_representation_drift.py',
                                             'the layers the drift tool hooks'),
-    'reobench_mm.robustness.shifted_data': ('robustness/test_shift_conditions.py',
-                                            'the data of a shift condition'),
 }
 
 
