@@ -28,7 +28,13 @@ from test_probe_configs import (BACKBONE_BASES, DEMO_PROBE_CONFIG, DEPTHS, NUM_C
 #: the linear probe tests' demo encoder checkpoint (a module-scoped fixture), shared
 demo_encoder_checkpoint = test_probe_configs.demo_encoder_checkpoint
 
-FPN_PROBE_CONFIGS = sorted(glob.glob(osp.join(PROJECT_ROOT, 'configs/probe/fpn-probe_*.py')))
+#: the 512x512 FPN probes of the backbone bases (the 224x224 ones:
+#: test_fpn_probe_published.py; those of the natural-image encoders, which have no
+#: backbone base: tests/models/test_timm_feature_encoders.py)
+FPN_PROBE_CONFIGS = sorted(
+    p for p in glob.glob(osp.join(PROJECT_ROOT, 'configs/probe/fpn-probe_*_potsdam-512x512.py'))
+    if osp.isfile(osp.join(PROJECT_ROOT, 'configs/_base_/backbones',
+                           osp.basename(p).split('_')[1] + '.py')))
 LINEAR_PROBE_CONFIGS = sorted(glob.glob(osp.join(PROJECT_ROOT,
                                                  'configs/probe/linear-probe_*.py')))
 DEMO_FPN_PROBE_CONFIG = osp.join(PROJECT_ROOT, 'configs', 'demo',
@@ -87,7 +93,7 @@ def _check_fpn_decoder(model, in_channels: Sequence[int], fpn_channels: int) -> 
     assert not model.with_auxiliary_head
     neck, head = model.neck, model.decode_head
     assert type(neck) is FPN and neck.num_outs == 4 and not neck.add_extra_convs
-    assert neck.upsample_cfg == dict(mode='nearest')
+    assert neck.upsample_cfg == dict(mode='bilinear', align_corners=False)
     assert len(neck.lateral_convs) == len(neck.fpn_convs) == 4
     for lateral, fpn, channels in zip(neck.lateral_convs, neck.fpn_convs, in_channels):
         assert (lateral.conv.in_channels, lateral.conv.out_channels) == (channels, fpn_channels)
@@ -112,14 +118,15 @@ def _check_fpn_decoder(model, in_channels: Sequence[int], fpn_channels: int) -> 
 
 def _reference_decoder(model, feats: Sequence[torch.Tensor]) -> torch.Tensor:
     """The decoder written with torch ops on the model's weights: lateral 1x1 convs,
-    top-down nearest upsample-and-add (coarsest first), 3x3 convs, every level resized
+    top-down bilinear upsample-and-add (coarsest first), 3x3 convs, every level resized
     bilinearly to the first level's size and concatenated, a 1x1 classifier."""
     neck, head = model.neck, model.decode_head
     laterals: List[torch.Tensor] = [
         F.conv2d(x, m.conv.weight, m.conv.bias) for x, m in zip(feats, neck.lateral_convs)]
     for i in range(3, 0, -1):
         laterals[i - 1] = laterals[i - 1] + F.interpolate(
-            laterals[i], size=laterals[i - 1].shape[-2:], mode='nearest')
+            laterals[i], size=laterals[i - 1].shape[-2:], mode='bilinear',
+            align_corners=False)
     outs = [F.conv2d(x, m.conv.weight, m.conv.bias, padding=1)
             for x, m in zip(laterals, neck.fpn_convs)]
     size = outs[0].shape[-2:]
@@ -226,7 +233,7 @@ def test_fpn_probe_config_resolves_to_a_frozen_encoder_and_the_fpn_decoder(path)
     neck, head = cfg.model.neck, cfg.model.decode_head
     assert neck == dict(type='FPN', in_channels=[base.vit_channels] * 4,
                         out_channels=FPN_CHANNELS, num_outs=4, norm_cfg=None, act_cfg=None,
-                        upsample_cfg=dict(mode='nearest'))
+                        upsample_cfg=dict(mode='bilinear', align_corners=False))
     assert (head.type, head.num_convs, head.concat_input, head.input_transform) == \
         ('FCNHead', 0, False, 'resize_concat')
     assert head.in_channels == [FPN_CHANNELS] * 4 and head.in_index == [0, 1, 2, 3]

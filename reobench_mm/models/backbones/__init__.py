@@ -6,15 +6,17 @@ from .base import (OUT_INDEX_PRESETS, DenseViTBackbone, check_state_dict,
 from .channel_adapter import ChannelAdapter
 from .clip_vit import CLIPVisionTransformer
 from .imagenet_vit import ImageNetViT
+from .rcf import RandomConvFeatures
 from .rvsa import RVSA
 from .satmae import SatMAE, SatMAEPlusPlus
 from .scale_mae import ScaleMAE
+from .timm_features import TimmFeatureEncoder
 from .timm_vit import TimmViTBackbone
 from .vitae_rvsa import ViTAENCRVSA
 
 __all__ = [
     'DenseViTBackbone', 'TimmViTBackbone', 'RVSA', 'ViTAENCRVSA', 'SatMAE', 'SatMAEPlusPlus',
-    'ScaleMAE', 'ImageNetViT', 'ChannelAdapter',
+    'ScaleMAE', 'ImageNetViT', 'ChannelAdapter', 'TimmFeatureEncoder', 'RandomConvFeatures',
     'CLIPVisionTransformer', 'OUT_INDEX_PRESETS', 'resolve_out_indices',
     'load_checkpoint_file', 'unwrap_state_dict', 'check_state_dict',
     'resample_position_embedding'
