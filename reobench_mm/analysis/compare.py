@@ -41,7 +41,9 @@ Files written by :func:`write_cross_model` (each atomically):
   reference, its interval, p-value, adjusted p-value, significance) and
   ``rank_flips.csv``;
 * with groups (:mod:`~reobench_mm.analysis.groups`): ``groups.csv`` (group means and
-  Mann–Whitney U tests), ``group_relative_drop.png``, ``group_ece_ratio.png``; with
+  Mann–Whitney U tests), ``group_cells.csv`` (group means per condition,
+  :mod:`~reobench_mm.analysis.group_cells`), ``group_relative_drop.png``,
+  ``group_ece_ratio.png``, ``group_ece_ratio_by_corruption.png``; with
   drift files ``cka_ece_inflation.csv`` and ``cka_vs_ece_inflation.png``; with real
   shifts (:mod:`~reobench_mm.analysis.synthetic_real`) ``synthetic_vs_real.csv``,
   ``synthetic_vs_real.png`` and ``shift_drop_vs_delta_tp.png``.
@@ -64,6 +66,7 @@ from scipy import stats
 from ..evaluation.keys import ECE_KEY
 from ..fileio import atomic_write_text
 from .effective_robustness import EffectiveRobustnessFit, check_space, effective_robustness
+from .group_cells import group_cells_csv_rows
 from .group_plots import write_group_plots
 from .groups import (DEFAULT_DRAWS, CkaEceCorrelation, GroupAnalysis, Groupings,
                      analyze_groups, cka_csv_rows, cka_ece_correlation, groups_csv_rows,
@@ -470,6 +473,8 @@ def write_cross_model(comparison: CrossModelComparison, out_dir: str,
             files[name] = atomic_write_text(path(name), _csv_text(*rows))
     for name, part, csv_rows in (
             ('groups.csv', comparison.groups, groups_csv_rows),
+            ('group_cells.csv', comparison.groups and comparison.groups.cells,
+             group_cells_csv_rows),
             ('cka_ece_inflation.csv', comparison.cka_ece, cka_csv_rows),
             ('synthetic_vs_real.csv', comparison.synthetic_real, synthetic_real_csv_rows)):
         if part is not None:

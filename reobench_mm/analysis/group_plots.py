@@ -140,7 +140,8 @@ def plot_group_ece_ratio_by_corruption(analysis: 'GroupAnalysis', path: str,
                             linewidth=1.6, zorder=3)
                     rows_ = [cells.models.index(m) for m in members]
                     for s in severities:
-                        ax.scatter(np.full(len(rows_), s + 0.12 * (k - 0.5)),
+                        shift = 0.12 * (k - (len(by_label) - 1) / 2)
+                        ax.scatter(np.full(len(rows_), s + shift),
                                    ratio[rows_, keys.index(f'{corruption}@{s}')],
                                    color=colour, s=10, alpha=0.45, linewidths=0, zorder=2)
                 ax.axhline(1.0, color='grey', linestyle=':', linewidth=0.8)
@@ -171,7 +172,8 @@ def plot_group_ece_ratio_by_corruption(analysis: 'GroupAnalysis', path: str,
 def plot_cka_vs_ece_inflation(correlation: 'CkaEceCorrelation', path: str,
                               max_columns: int = 4) -> str:
     """``cka_vs_ece_inflation.png``: one panel per condition, a point per model (CKA of
-    its final hooked block against ECE(condition) − ECE(clean)), ρ and p in the title."""
+    its final hooked block against ECE(condition) − ECE(clean)), ρ, its permutation p
+    and its analytic p in the title."""
     plt = agg_pyplot()
     from matplotlib.lines import Line2D
     rows_ = correlation.rows
@@ -184,8 +186,10 @@ def plot_cka_vs_ece_inflation(correlation: 'CkaEceCorrelation', path: str,
             for i, (colour, marker) in enumerate(styles):
                 ax.scatter([row.cka[i]], [row.inflation[i]], color=colour, marker=marker,
                            s=24, edgecolors='black', linewidths=0.3, zorder=3)
-            p = '–' if not math.isfinite(row.p_value) else f'{row.p_value:.3g}'
-            ax.set_title(f'{row.condition}\nρ = {row.rho:.2f}, p = {p}', fontsize=9)
+            p, p_t = ('–' if not math.isfinite(v) else f'{v:.3g}'
+                      for v in (row.p_value, row.p_analytic))
+            ax.set_title(f'{row.condition}, ρ = {row.rho:.2f}\np = {p} (perm.), {p_t} '
+                         '(analytic)', fontsize=9)
             ax.set_xlabel('CKA (final block)', fontsize=8)
             ax.set_ylabel('ECE inflation', fontsize=8)
             ax.tick_params(labelsize=7)

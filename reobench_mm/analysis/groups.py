@@ -1,14 +1,15 @@
 """Groups of models in a cross-model comparison: group means and Mann–Whitney U tests of
 every reported number, the ECE ratio of the strongest severity to clean, the relative
 drop per corruption by group, and the Spearman correlation across models of
-representation drift (CKA) against ECE inflation with a permutation test.
+representation drift (CKA) against this package's ECE inflation with a permutation test.
 
 The group view is that of two studies. The calibration study of geospatial foundation
-models (§III, Table III, Fig. 5) tags each encoder with its domain of pretraining (Earth
-observation against natural images) and compares the groups with Mann–Whitney U tests;
-its Fig. 5 is, per group, the mean over the encoders of ``ECE at severity 5 (mean over
-the corruptions) / clean ECE``. REOBench (Fig. 4) shows the relative drop per corruption
-by model family and size. A *grouping* maps every model name to a group label
+models tags each encoder with its domain of pretraining (Earth observation against
+natural images) and compares the groups with Mann–Whitney U tests (§IV-C); its Fig. 5
+gives ``ECE at severity 5 / clean ECE`` per corruption. The ratio here is this package's
+summary: the ECE at the strongest severity averaged over the corruptions, over the clean
+ECE. REOBench (Fig. 4) shows the relative drop per corruption by model family and size.
+A *grouping* maps every model name to a group label
 (``{'domain': {'SatMAE': 'EO', 'ViT-IN1k': 'ImageNet'}, 'size': {...}}``); several
 groupings are analysed side by side.
 
@@ -20,12 +21,13 @@ and, when every model reports ``calib/ECE``, its clean value, its Avg and the ra
 ``ECE@S / clean ECE`` with ``S`` the strongest severity of the comparison (5 for a
 full sweep) and ``ECE@S`` the mean over the corruptions evaluated at ``S``.
 
-The CKA correlation (the calibration study, Table III and Fig. 16) reads the
-``representation_drift.json`` of each model (written by
+The CKA correlation (after the calibration study's Spearman correlations, Table III,
+and Fig. 16) reads the ``representation_drift.json`` of each model (written by
 ``reobench_mm.robustness.drift``): the CKA of the final hooked block per condition. Per
 condition evaluated in every drift file and in the results, Spearman's ρ across models
-of that CKA against the ECE inflation ``ECE(condition) − ECE(clean)`` (the difference,
-not the ratio), with a permutation test (:func:`spearman_permutation_test`).
+of that CKA against the ECE inflation ``ECE(condition) − ECE(clean)`` (this package's
+measure, a difference; the study does not define it), with a permutation test
+(:func:`spearman_permutation_test`).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ from scipy import stats
 
 from ..evaluation.keys import ECE_KEY
 from ..fileio import read_json
+from .group_cells import GroupCells, group_cells, group_cells_markdown
 from .model_set import ModelSet
 from .results import AVG
 from .tables import column_title, fmt_number, markdown_table
@@ -226,6 +229,8 @@ class GroupAnalysis:
     groupings: Dict[str, Grouping]
     ratio_severity: Optional[int]
     notes: List[str] = field(default_factory=list)
+    #: group means per condition and the ECE ratio per corruption and severity
+    cells: Optional[GroupCells] = None
 
     def to_dict(self) -> Dict[str, Any]:
         number = _json_number
@@ -242,7 +247,8 @@ class GroupAnalysis:
                                   'second': t.second, 'u': number(t.u),
                                   'p_value': number(t.p_value)} for t in g.tests]}
                 for g in self.groupings.values()},
-            'notes': self.notes}
+            'notes': self.notes,
+            'cells': None if self.cells is None else self.cells.to_dict()}
 
 
 def _json_number(value: Any) -> Optional[float]:
@@ -283,14 +289,16 @@ def analyze_groups(model_set: ModelSet, groupings: Groupings) -> GroupAnalysis:
                 tests.append(PairTest(key, first, second, u, p))
         out[name] = Grouping(name, labels, members, means, tests)
     return GroupAnalysis(models, {k: t for k, (t, _) in numbers.items()},
-                         {k: v for k, (_, v) in numbers.items()}, out, strongest, notes)
+                         {k: v for k, (_, v) in numbers.items()}, out, strongest, notes,
+                         group_cells(model_set, checked))
 
 
 # ----------------------------------------------------------------------------------
 # Spearman with a permutation test
 # ----------------------------------------------------------------------------------
 def spearman_permutation_test(x: Sequence[float], y: Sequence[float], draws: int = DEFAULT_DRAWS,
-                              seed: Optional[int] = 0) -> Tuple[float, float]:
+                              seed: Optional[int] = 0,
+                              analytic: bool = False) -> Tuple[float, ...]:
     """Spearman's ρ of ``x`` and ``y`` and its two-sided permutation p-value.
 
     ρ is the Pearson correlation of the average ranks (``scipy.stats.rankdata``), which
@@ -306,9 +314,12 @@ def spearman_permutation_test(x: Sequence[float], y: Sequence[float], draws: int
     ``p = (1 + #{draws with |ρ_perm| ≥ |ρ| − 1e-12}) / (1 + draws)``: the observed
     arrangement counted as one of the draws, so p is never 0; the 1e-12 counts
     floating-point ties as reaching ``|ρ|`` (rank correlations take discrete values).
+    With ``analytic=True`` the analytic p-value of ``scipy.stats.spearmanr`` (its
+    t-distribution approximation, rough for few models) comes third.
 
     Returns:
-        ``(ρ, p)``; both NaN when ``x`` or ``y`` is constant or shorter than 3.
+        ``(ρ, p)``, or ``(ρ, p, p_analytic)`` with ``analytic``; all NaN when ``x`` or
+        ``y`` is constant or shorter than 3.
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
@@ -316,14 +327,15 @@ def spearman_permutation_test(x: Sequence[float], y: Sequence[float], draws: int
                          f'{x.shape} and {y.shape}')
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
         raise ValueError(f'draws must be an integer >= 1, got {draws!r}')
+    undefined = (math.nan,) * (3 if analytic else 2)
     if x.size < 3 or not (np.isfinite(x).all() and np.isfinite(y).all()):
-        return math.nan, math.nan
+        return undefined
     rank_x, rank_y = stats.rankdata(x), stats.rankdata(y)
     centred = rank_x - rank_x.mean()
     scale = math.sqrt(float(centred @ centred) *
                       float(((rank_y - rank_y.mean()) ** 2).sum()))
     if scale == 0:
-        return math.nan, math.nan
+        return undefined
     rho = float(rank_y @ centred) / scale
     rng = np.random.default_rng(seed)
     reached = 0
@@ -332,7 +344,8 @@ def spearman_permutation_test(x: Sequence[float], y: Sequence[float], draws: int
         permuted = rng.permuted(np.tile(rank_y, (rows, 1)), axis=1)
         null = (permuted @ centred) / scale
         reached += int(np.count_nonzero(np.abs(null) >= abs(rho) - _TIE_TOLERANCE))
-    return rho, (1 + reached) / (1 + draws)
+    p = (1 + reached) / (1 + draws)
+    return (rho, p, float(stats.spearmanr(x, y).pvalue)) if analytic else (rho, p)
 
 
 # ----------------------------------------------------------------------------------
@@ -422,12 +435,14 @@ def match_drift_files(model_set: ModelSet,
 
 @dataclass
 class CkaRow:
-    """One condition: each model's CKA and ECE inflation, ρ and its permutation p."""
+    """One condition: each model's CKA and ECE inflation, ρ, its permutation p and
+    ``scipy.stats.spearmanr``'s analytic p."""
     condition: str
     cka: np.ndarray
     inflation: np.ndarray
     rho: float
     p_value: float
+    p_analytic: float = math.nan
 
 
 @dataclass
@@ -447,9 +462,11 @@ class CkaEceCorrelation:
                 'representation': self.representation, 'draws': self.draws,
                 'seed': self.seed, 'inflation': f'{ECE_KEY}(condition) - {ECE_KEY}(clean)',
                 'p_value': '(1 + #{|rho_perm| >= |rho|}) / (1 + draws), two-sided',
+                'p_analytic': 'scipy.stats.spearmanr p-value (t approximation), two-sided',
                 'conditions': [{
                     'condition': r.condition, 'rho': _json_number(r.rho),
                     'p_value': _json_number(r.p_value),
+                    'p_analytic': _json_number(r.p_analytic),
                     'cka': {m: _json_number(v) for m, v in zip(self.models, r.cka)},
                     'ece_inflation': {m: _json_number(v)
                                       for m, v in zip(self.models, r.inflation)}}
@@ -498,8 +515,8 @@ def cka_ece_correlation(model_set: ModelSet,
         inflation = ece[:, keys[key]] - clean
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')
-            rho, p = spearman_permutation_test(cka, inflation, draws, seed)
-        rows.append(CkaRow(key, cka, inflation, rho, p))
+            rho, p, p_analytic = spearman_permutation_test(cka, inflation, draws, seed, True)
+        rows.append(CkaRow(key, cka, inflation, rho, p, p_analytic))
     if len(models) < 3:
         notes.append('fewer than 3 models: the CKA correlation is undefined')
     return CkaEceCorrelation(models, {m: f.block for m, f in files.items()},
@@ -529,12 +546,12 @@ def groups_csv_rows(analysis: GroupAnalysis) -> Tuple[List[str], List[List[Any]]
 
 def cka_csv_rows(correlation: CkaEceCorrelation) -> Tuple[List[str], List[List[Any]]]:
     """``cka_ece_inflation.csv``: one row per condition x model (CKA, ECE inflation)
-    with the condition's ρ and p-value."""
+    with the condition's ρ, permutation p-value and analytic p-value."""
     rows = [[r.condition, m, correlation.blocks[m], float(r.cka[i]),
-             float(r.inflation[i]), r.rho, r.p_value, correlation.draws]
+             float(r.inflation[i]), r.rho, r.p_value, r.p_analytic, correlation.draws]
             for r in correlation.rows for i, m in enumerate(correlation.models)]
     return ['condition', 'model', 'block', 'cka', 'ece_inflation', 'rho', 'p_value',
-            'draws'], rows
+            'p_analytic', 'draws'], rows
 
 
 def _fmt(value: float, key: str) -> str:
@@ -548,7 +565,8 @@ def _fmt(value: float, key: str) -> str:
 def groups_markdown(analysis: Optional[GroupAnalysis],
                     correlation: Optional[CkaEceCorrelation] = None) -> List[str]:
     """The Markdown sections on groups and on the CKA correlation (each when given)."""
-    lines = [] if analysis is None else _group_lines(analysis)
+    lines = [] if analysis is None else _group_lines(analysis) + group_cells_markdown(
+        analysis.cells)
     if correlation is not None:
         lines += _cka_lines(correlation)
     return lines
@@ -589,9 +607,11 @@ def _cka_lines(correlation: CkaEceCorrelation) -> List[str]:
              f'their final hooked block ({correlation.representation} representation) '
              f'against the ECE inflation {ECE_KEY}(condition) − {ECE_KEY}(clean); '
              f'two-sided permutation p-value, {correlation.draws} permutations (seed '
-             f'{correlation.seed}), p = (1 + #{{|ρ_perm| ≥ |ρ|}}) / (1 + draws).', '']
+             f'{correlation.seed}), p = (1 + #{{|ρ_perm| ≥ |ρ|}}) / (1 + draws); beside it '
+             'the analytic p of scipy.stats.spearmanr (t approximation).', '']
     lines += [f'- {n}' for n in correlation.notes] + ([''] if correlation.notes else [])
-    rows = [[r.condition, fmt_number(r.rho, 3),
-             '–' if not math.isfinite(r.p_value) else f'{r.p_value:.3g}']
-            for r in correlation.rows]
-    return lines + markdown_table(['Condition', 'Spearman ρ', 'p (permutation)'], rows) + ['']
+    rows = [[r.condition, fmt_number(r.rho, 3)] + [
+        '–' if not math.isfinite(p) else f'{p:.3g}' for p in (r.p_value, r.p_analytic)]
+        for r in correlation.rows]
+    return lines + markdown_table(['Condition', 'Spearman ρ', 'p (permutation)',
+                                   'p (analytic)'], rows) + ['']

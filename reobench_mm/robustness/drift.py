@@ -255,7 +255,8 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
       of unrelated clean images, near 0 with the unbiased HSIC. It depends only on the
       clean images, so every condition reports the same value;
     - ``cosine``: per image, the cosine of its clean and corrupted vectors, averaged over
-      images;
+      images; ``cosine_floor``: its split-half floor, the mean cosine of the paired rows
+      of the same two halves as ``cka_floor`` (``split_half_cosine``);
     - ``pr_clean``, ``pr_corrupted``: participation ratios of ``X`` and ``Y`` in
       ``pr_convention``.
 
@@ -330,7 +331,7 @@ def representation_drift(config: str, checkpoint: str, corruptions: Sequence[str
         (name, type, kind, prefix tokens), ``settings`` (including ``representation``,
         ``pr_convention``, ``protocol`` and a description of each statistic),
         ``conditions`` (one per corruption × severity: ``condition``, ``corruption``,
-        ``severity``, ``num_images``, ``blocks: {name: {cka, cka_floor, cosine,
+        ``severity``, ``num_images``, ``blocks: {name: {cka, cka_floor, cosine, cosine_floor,
         pr_clean, pr_corrupted, num_samples, dim, tokens_available}}``, with
         ``num_tokens``, ``num_minibatches`` and ``tokens_per_image`` added at the token
         level, and ``drift_confidence`` (see
@@ -458,14 +459,18 @@ _STATISTICS = {
         cka_floor='split-half noise floor: linear CKA between two random halves of the '
                   'clean per-image representations (split seeded by the seed)',
         cosine='per-image cosine of the pooled clean and corrupted vectors, mean over '
-               'images'),
+               'images',
+        cosine_floor='split-half noise floor of the cosine: mean cosine of the paired rows '
+                     'of the two halves of cka_floor'),
     'token': dict(
         cka='minibatch linear CKA (unbiased HSIC), mean HSICs over minibatches of '
             'images_per_minibatch images\' kept tokens',
         cka_floor='split-half noise floor: minibatch CKA between two random halves of '
                   'each minibatch\'s clean token rows (split seeded by the seed and the '
                   'minibatch index)',
-        cosine='token-wise cosine, mean over an image\'s kept tokens, then over images'),
+        cosine='token-wise cosine, mean over an image\'s kept tokens, then over images',
+        cosine_floor='split-half noise floor of the cosine: mean cosine over every paired '
+                     'row of the halves of cka_floor, all minibatches pooled'),
 }
 _PR_DESCRIPTIONS = {
     'raw': '(sum λ)² / sum λ² of the eigenvalues of XᵀX (squared singular values of the '

@@ -50,6 +50,7 @@ def _bad_inputs(tmp):
         'tools/analysis_tools/data_budget.py': ([missing + '.py'], 'does not exist'),
         'tools/analysis_tools/finetune_compare.py': ([missing + '.py'], 'does not exist'),
         'tools/analysis_tools/lr_sweep.py': ([missing + '.py'], 'does not exist'),
+        'tools/analysis_tools/mechanism_tests.py': ([missing + '.json'], 'no such drift file'),
         'tools/analysis_tools/mitigation_table.py': ([null_results], 'null'),
         'tools/analysis_tools/representation_drift.py': (
             [SEG_DEMO_CONFIG, empty, '--corruptions', 'cloud'], 'empty'),
@@ -62,6 +63,7 @@ def _bad_inputs(tmp):
         'tools/analysis_tools/visualize_corruptions.py': ([missing + '.png'], 'missing.png'),
         'tools/dataset_converters/dior_r.py': ([missing], 'missing'),
         'tools/dataset_converters/potsdam.py': ([missing], 'missing'),
+        'tools/dataset_converters/reobench_released.py': (['dior', missing], 'missing'),
         'tools/model_converters/convert_checkpoint.py': (
             [empty, osp.join(tmp, 'out.pth'), '--arch', 'SatMAE'], 'empty'),
         'tools/model_converters/make_ensemble.py': (

@@ -27,8 +27,10 @@ named by --names, else by their results' provenance (else the file's folder), fi
 one provenance name by their folders. Shift results are paired with the models by name
 (their names must be unique).
 With --groups/--group: group means and Mann-Whitney U tests (groups.csv,
-group_relative_drop.png, group_ece_ratio.png); with --drift: Spearman rho of CKA against
-ECE inflation with a permutation test (cka_ece_inflation.csv, cka_vs_ece_inflation.png);
+group_relative_drop.png, group_ece_ratio.png), group means per condition and the ECE
+ratio per corruption and severity (group_cells.csv, group_ece_ratio_by_corruption.png);
+with --drift: Spearman rho of CKA against ECE inflation with a permutation test and the
+analytic p-value (cka_ece_inflation.csv, cka_vs_ece_inflation.png);
 with shift sets in every results file or --shift-results: corruption drops against real
 shift drops (synthetic_vs_real.csv, synthetic_vs_real.png, shift_drop_vs_delta_tp.png).
 """

@@ -7,7 +7,8 @@ in float64 with torch) and knows nothing about models or datasets:
   ``n×n`` Gram matrices, and :func:`linear_cka`, linear CKA built on it;
 - :func:`split_half_cka`: the noise floor of linear CKA, the CKA between two random
   halves of the rows of one representation (rows paired in drawn order, so the paired
-  rows describe different inputs);
+  rows describe different inputs); :func:`split_half_cosine`, the same floor of the
+  per-sample cosine (the mean cosine of the paired rows of the same two halves);
 - :class:`StreamingCKA`: minibatch CKA (Nguyen, Raghu & Kornblith, 2021): the mean of
   per-minibatch unbiased HSICs, ``CKA = mean HSIC(X,Y) / sqrt(mean HSIC(X,X) · mean
   HSIC(Y,Y))``, from three running sums;
@@ -40,6 +41,7 @@ from ...fileio import finite_or_none
 
 __all__ = [
     'hsic_unbiased', 'linear_cka', 'linear_hsic_terms', 'split_half_indices', 'split_half_cka',
+    'split_half_cosine',
     'row_cosine_similarity', 'token_cosine_similarity', 'participation_ratio', 'StreamingCKA',
     'StreamingCosine', 'StreamingParticipationRatio', 'SampleDriftAccumulator',
     'DriftAccumulator', 'PR_CONVENTIONS', 'MIN_HSIC_SAMPLES', 'MIN_SPLIT_HALF_SAMPLES'
@@ -244,6 +246,32 @@ def split_half_cka(X: ArrayLike, seed: SeedLike = 0) -> float:  # noqa: N803
                          f'n={x.shape[0]}')
     first, second = split_half_indices(x.shape[0], seed)
     return linear_cka(x[torch.from_numpy(first)], x[torch.from_numpy(second)])
+
+
+def split_half_cosine(X: ArrayLike, seed: SeedLike = 0) -> float:  # noqa: N803
+    """The split-half noise floor of the per-sample cosine, beside :func:`split_half_cka`.
+
+    The same two random halves of the rows (:func:`split_half_indices` with the same
+    ``seed``): the mean over ``i`` of ``cos(first[i], second[i])``, the cosine of two
+    unrelated samples of the same representation. Unlike the CKA floor it is not near 0:
+    features that share a mean direction (non-negative ReLU features) give unrelated
+    samples a high cosine, so a clean-vs-corrupted cosine means little until it is
+    compared with this floor.
+
+    Args:
+        X: ``n×d`` representation, ``n >= 2``.
+        seed: seed of the split (integer ``>= 0`` or a sequence of them).
+
+    Returns:
+        float: the mean cosine of the paired rows (two zero rows count 1, one zero row 0).
+    """
+    x = _as_float64(X, 'X')
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f'X must be an n×d feature matrix with n >= 2 rows, got shape '
+                         f'{tuple(x.shape)}')
+    first, second = split_half_indices(x.shape[0], seed)
+    return float(_cosine_last_axis(x[torch.from_numpy(first)],
+                                   x[torch.from_numpy(second)]).mean())
 
 
 # ----------------------------------------------------------------------------- streaming CKA
@@ -548,7 +576,8 @@ class SampleDriftAccumulator:
     - ``cka``: :func:`linear_cka` of ``X`` and ``Y`` (unbiased HSIC, one batch of all
       ``N`` samples; needs ``N >= 4``);
     - ``cka_floor``: :func:`split_half_cka` of ``X`` with ``floor_seed`` (needs
-      ``N >= 8``);
+      ``N >= 8``); ``cosine_floor``: :func:`split_half_cosine` of the same halves
+      (needs ``N >= 2``);
     - ``cosine``: the mean over samples of ``cos(x_i, y_i)``
       (:func:`row_cosine_similarity`);
     - ``pr_clean``, ``pr_corrupted``: :func:`participation_ratio` of ``X`` and ``Y`` in
@@ -600,19 +629,21 @@ class SampleDriftAccumulator:
         return torch.cat(self._clean).numpy(), torch.cat(self._corrupted).numpy()
 
     def result(self) -> Dict[str, Optional[float]]:
-        """``{'cka', 'cka_floor', 'cosine', 'pr_clean', 'pr_corrupted', 'num_samples',
-        'dim'}`` (JSON-serialisable; undefined values, such as the CKA of fewer than 4
-        samples or the floor of fewer than 8, are ``None``)."""
+        """``{'cka', 'cka_floor', 'cosine', 'cosine_floor', 'pr_clean', 'pr_corrupted',
+        'num_samples', 'dim'}`` (JSON-serialisable; undefined values, such as the CKA of
+        fewer than 4 samples or the floor of fewer than 8, are ``None``)."""
         n = self.num_samples
         if n == 0:
-            return dict(cka=None, cka_floor=None, cosine=None, pr_clean=None,
-                        pr_corrupted=None, num_samples=0, dim=None)
+            return dict(cka=None, cka_floor=None, cosine=None, cosine_floor=None,
+                        pr_clean=None, pr_corrupted=None, num_samples=0, dim=None)
         x, y = torch.cat(self._clean), torch.cat(self._corrupted)
         cka = linear_cka(x, y) if n >= MIN_HSIC_SAMPLES else float('nan')
         floor = (split_half_cka(x, self.floor_seed) if n >= MIN_SPLIT_HALF_SAMPLES
                  else float('nan'))
+        cosine_floor = split_half_cosine(x, self.floor_seed) if n >= 2 else float('nan')
         return dict(cka=finite_or_none(cka), cka_floor=finite_or_none(floor),
                     cosine=finite_or_none(float(_cosine_last_axis(x, y).mean())),
+                    cosine_floor=finite_or_none(cosine_floor),
                     pr_clean=finite_or_none(participation_ratio(x, self.pr_convention)),
                     pr_corrupted=finite_or_none(participation_ratio(y, self.pr_convention)),
                     num_samples=n, dim=int(x.shape[1]))
@@ -632,7 +663,8 @@ class DriftAccumulator:
     token rows (:func:`split_half_indices` seeded with ``(floor_seed, minibatch
     index)``; minibatches with fewer than 8 tokens are left out of it). Rows of the same
     image can meet in a pair, so at the token level the floor sits slightly above the
-    per-sample one.
+    per-sample one. The cosine floor is the mean cosine over every paired row of those
+    same halves (all minibatches pooled).
 
     Args:
         samples_per_minibatch: samples whose tokens form one CKA minibatch.
@@ -649,6 +681,8 @@ class DriftAccumulator:
         self.floor_seed = _check_floor_seed(floor_seed)
         self.cka = StreamingCKA()
         self.floor = StreamingCKA()
+        self.floor_cosine_sum = 0.0
+        self.floor_cosine_pairs = 0
         self.cosine = StreamingCosine()
         self.pr_clean = StreamingParticipationRatio(convention=pr_convention)
         self.pr_corrupted = StreamingParticipationRatio(convention=pr_convention)
@@ -683,7 +717,10 @@ class DriftAccumulator:
             self.cka.update(x, y)
         if x.shape[0] >= MIN_SPLIT_HALF_SAMPLES:
             first, second = split_half_indices(x.shape[0], [self.floor_seed, index])
-            self.floor.update(x[torch.from_numpy(first)], x[torch.from_numpy(second)])
+            halves = x[torch.from_numpy(first)], x[torch.from_numpy(second)]
+            self.floor.update(*halves)
+            self.floor_cosine_sum += float(_cosine_last_axis(*halves).sum())
+            self.floor_cosine_pairs += int(first.size)
 
     def flush(self) -> 'DriftAccumulator':
         """Add the buffered incomplete CKA minibatch (dropped if under 4 tokens)."""
@@ -699,6 +736,8 @@ class DriftAccumulator:
         other.flush()
         self.cka.merge(other.cka)
         self.floor.merge(other.floor)
+        self.floor_cosine_sum += other.floor_cosine_sum
+        self.floor_cosine_pairs += other.floor_cosine_pairs
         self.cosine.merge(other.cosine)
         self.pr_clean.merge(other.pr_clean)
         self.pr_corrupted.merge(other.pr_corrupted)
@@ -706,13 +745,16 @@ class DriftAccumulator:
         return self
 
     def result(self) -> Dict[str, Optional[float]]:
-        """``{'cka', 'cka_floor', 'cosine', 'pr_clean', 'pr_corrupted', 'num_samples',
-        'num_tokens', 'num_minibatches', 'dim'}`` (JSON-serialisable; undefined values
-        are ``None``)."""
+        """``{'cka', 'cka_floor', 'cosine', 'cosine_floor', 'pr_clean', 'pr_corrupted',
+        'num_samples', 'num_tokens', 'num_minibatches', 'dim'}`` (JSON-serialisable;
+        undefined values are ``None``)."""
         self.flush()
         cka = self.cka.result()
+        pairs = self.floor_cosine_pairs
         return dict(cka=cka['cka'], cka_floor=self.floor.result()['cka'],
                     cosine=self.cosine.result()['cosine'],
+                    cosine_floor=finite_or_none(self.floor_cosine_sum / pairs) if pairs
+                    else None,
                     pr_clean=self.pr_clean.result()['participation_ratio'],
                     pr_corrupted=self.pr_corrupted.result()['participation_ratio'],
                     num_samples=self.cosine.num_samples, num_tokens=self.pr_clean.count,
