@@ -33,8 +33,9 @@ from ..analysis.drift_plots import plot_drift_confidence
 from ..analysis.plotting import plot_representation_drift
 from ..analysis.report import make_provenance
 from reobench_corruptions.condition import Condition
-from ..evaluation.functional.representation import (MIN_SPLIT_HALF_SAMPLES, PR_CONVENTIONS,
-                                                    DriftAccumulator, SampleDriftAccumulator)
+from ..evaluation.functional.drift_accumulators import (DriftAccumulator,
+                                                       SampleDriftAccumulator)
+from ..evaluation.functional.representation import MIN_SPLIT_HALF_SAMPLES, PR_CONVENTIONS
 from ..fileio import dump_json_atomic, file_sha256
 from .drift_confidence import (DRIFT_CONFIDENCE_DEFINITIONS, DriftConfidenceRecorder,
                                drift_confidence_support, segmentor_ignore_index,

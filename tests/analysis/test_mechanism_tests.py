@@ -27,9 +27,9 @@ from reobench_mm.analysis.mechanisms import (mann_whitney, mann_whitney_method,
 from reobench_mm.analysis.model_set import load_model_set
 from reobench_mm.analysis.report import make_provenance, write_report
 from reobench_mm.analysis.results import ConditionResult
-from reobench_mm.evaluation.functional.representation import (DriftAccumulator,
-                                                              SampleDriftAccumulator,
-                                                              split_half_cosine)
+from reobench_mm.evaluation.functional.drift_accumulators import (DriftAccumulator,
+                                                                  SampleDriftAccumulator)
+from reobench_mm.evaluation.functional.representation import split_half_cosine
 from reobench_mm.evaluation.keys import ECE_KEY
 
 from figure_checks import checking_saved_figures

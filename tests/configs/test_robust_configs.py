@@ -22,7 +22,8 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TASK_CONFIGS = sorted(p for d in ('upernet', 'oriented_rcnn', 'demo')
                       for p in glob.glob(osp.join(ROOT, 'configs', d, '*.py'))
                       if not p.endswith('_robust.py') and 'ensemble' not in p
-                      and 'linear-probe' not in p and 'fpn-probe' not in p)
+                      and 'linear-probe' not in p and 'fpn-probe' not in p
+                      and 'svgp-probe' not in p)
 ROBUST_CONFIGS = sorted(glob.glob(osp.join(ROOT, 'configs', '*', '*_robust.py')))
 
 

@@ -17,8 +17,10 @@ from torch import nn
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT, SEG_DEMO_CONFIG
 from reobench_mm.datasets.synthetic import write_potsdam
+from reobench_mm.evaluation.functional.drift_accumulators import (DriftAccumulator,
+                                                                  SampleDriftAccumulator)
 from reobench_mm.evaluation.functional.representation import (
-    DriftAccumulator, SampleDriftAccumulator, StreamingCKA, StreamingCosine,
+    StreamingCKA, StreamingCosine,
     StreamingParticipationRatio, hsic_unbiased, linear_cka, participation_ratio,
     row_cosine_similarity, split_half_cka, split_half_indices, token_cosine_similarity)
 from reobench_mm.robustness.drift import (layer_tokens, pool_tokens, representation_drift,

@@ -16,9 +16,9 @@ names of :mod:`reobench_mm.evaluation.keys`.
 """
 from .calibration import NLL_EPSILON, PixelCalibrationStats
 from .detection_calibration import detection_ece, match_rotated_detections, score_bin_indices
-from .representation import (DriftAccumulator, StreamingCKA, StreamingCosine,
-                             StreamingParticipationRatio, hsic_unbiased, linear_cka,
-                             token_cosine_similarity)
+from .drift_accumulators import DriftAccumulator
+from .representation import (StreamingCKA, StreamingCosine, StreamingParticipationRatio,
+                             hsic_unbiased, linear_cka, token_cosine_similarity)
 from .streaming import RankSum, sum_rank_totals
 from .temperature import fit_temperature, temperature_nll
 

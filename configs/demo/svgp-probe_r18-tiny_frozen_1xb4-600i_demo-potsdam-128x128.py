@@ -1,0 +1,31 @@
+# Frozen-encoder SVGP probe on the synthetic Potsdam-format demo data: the demo FPN probe
+# (fpn-probe_r18-tiny_frozen_...: the demo UperNet's narrow ResNet-18 loaded from
+# work_dirs/demo/seg/iter_600.pth and frozen whole, MMSegmentation's FPN on its 4 stages,
+# 32 channels per level) with the sparse variational GP head of the Potsdam SVGP probes
+# (configs/_base_/tasks/svgp-probe_potsdam.py) at the demo's width: the 4 levels
+# concatenated at stride 4 (128 channels), a 1x1 projection to D = 16, per class an SVGP
+# with a linear kernel and 16 learned inducing points, at most 4096 labelled pixels per
+# batch for the ELBO, 128 fixed draws for the predictive. The demo schedule trains the
+# neck and the head only, without weight decay on the GP's parameters.
+_base_ = ['./fpn-probe_r18-tiny_frozen_1xb4-600i_demo-potsdam-128x128.py']
+svgp_dims = 16  # D (32 on Potsdam; narrow like the demo)
+model = dict(
+    decode_head=dict(
+        _delete_=True,  # the FPN probe's FCNHead
+        type='SVGPHead',
+        in_channels=[_base_.fpn_channels] * 4,
+        in_index=[0, 1, 2, 3],
+        input_transform='resize_concat',
+        channels=svgp_dims,
+        num_classes=6,
+        num_inducing=svgp_dims,
+        kernel_scale=False,
+        num_train_pixels=4096,
+        num_data=None,
+        num_elbo_samples=10,
+        num_mc_samples=128,
+        mc_seed=0,
+        inducing_seed=0,
+        ignore_index=255,
+        align_corners=False))
+optim_wrapper = dict(paramwise_cfg=dict(custom_keys={'decode_head.gp.': dict(decay_mult=0.0)}))
