@@ -25,9 +25,10 @@ import logging
 import os
 import pickle
 import sys
-from typing import Callable, NoReturn, Optional, Sequence
+from typing import Callable, Iterable, NoReturn, Optional, Sequence
 
 __all__ = ['DEBUG_ENV_VAR', 'INPUT_ERRORS', 'EXIT_INPUT_ERROR', 'error_line', 'run_tool',
+           'print_written',
            'ToolArgumentParser', 'log_file_error']
 
 #: Environment variable: ``1`` shows the traceback of a refused run.
@@ -85,6 +86,16 @@ def log_file_error(handler: logging.Handler, record: logging.LogRecord) -> None:
     name = getattr(handler, 'baseFilename', None) or 'the log file'
     print(f'warning: cannot write the log file {name}: {error.strerror or error}; logging '
           'to the console only from here', file=sys.stderr)
+
+
+def print_written(paths: Iterable[str], warnings: Iterable[str] = ()) -> None:
+    """The end of an analysis tool's run: each distinct warning once on stderr
+    (``warning: ...``), then the files it wrote, one per line, after ``Written:``."""
+    for message in dict.fromkeys(str(w) for w in warnings):
+        print(f'warning: {message}', file=sys.stderr)
+    print('\nWritten:')
+    for path in paths:
+        print(f'  {path}')
 
 
 def run_tool(main: Callable[..., Optional[int]], argv: Optional[Sequence[str]] = None) -> int:

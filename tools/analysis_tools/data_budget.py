@@ -54,9 +54,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                              work_dir=args.work_dir, cfg_options=args.cfg_options,
                              iters=args.iters, resume=not args.no_resume)
     sys.stdout.write(data_budget_markdown(result))
-    print('\nWritten:')
-    for path in result['files'].values():
-        print(f'  {path}')
+    from reobench_cli import print_written
+    print_written(result['files'].values())
     return 0
 
 

@@ -147,9 +147,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f'warning: {message}', file=sys.stderr)
     files = write_mechanism_tests(result, args.out_dir, plots=not args.no_plots)
     sys.stdout.write(mechanism_markdown(result))
-    print('\nWritten:')
-    for path in files.values():
-        print(f'  {path}')
+    from reobench_cli import print_written
+    print_written(files.values())
     return 0
 
 

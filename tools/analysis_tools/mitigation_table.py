@@ -86,9 +86,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f'warning: {message}', file=sys.stderr)
     files = write_mitigation(report, args.out_dir, plot=not args.no_plot)
     sys.stdout.write(mitigation_markdown(report))
-    print('\nWritten:')
-    for path in files.values():
-        print(f'  {path}')
+    from reobench_cli import print_written
+    print_written(files.values())
     return 0
 
 

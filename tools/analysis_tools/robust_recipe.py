@@ -51,9 +51,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                              iters=args.iters, cfg_options=args.cfg_options,
                              resume=not args.no_resume)
     sys.stdout.write(recipe_markdown(result))
-    print('\nWritten:')
-    for path in result['files'].values():
-        print(f'  {path}')
+    from reobench_cli import print_written
+    print_written(result['files'].values())
     return 0
 
 

@@ -252,9 +252,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f'warning: {message}', file=sys.stderr)
     files = write_cross_model(comparison, args.out_dir, plots=not args.no_plots)
     sys.stdout.write(cross_model_markdown(comparison))
-    print('\nWritten:')
-    for path in files.values():
-        print(f'  {path}')
+    from reobench_cli import print_written
+    print_written(files.values())
     return 0
 
 

@@ -72,9 +72,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     files = write_shift_analysis(analysis, args.out_dir, metric, plots=not args.no_plots)
     with open(files['shift_analysis.md']) as handle:
         sys.stdout.write(handle.read())
-    print('\nWritten:')
-    for path in files.values():
-        print(f'  {path}')
+    from reobench_cli import print_written
+    print_written(files.values())
     return 0
 
 
