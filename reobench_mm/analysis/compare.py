@@ -50,8 +50,6 @@ Files written by :func:`write_cross_model` (each atomically):
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -83,7 +81,7 @@ from .rank_stability import RankStability, TauRow, rank_stability
 from .results import AVG, SHIFT
 from .synthetic_real import (SyntheticVsReal, synthetic_real_csv_rows,
                              synthetic_real_markdown, synthetic_vs_real)
-from .tables import column_title, fmt_number, markdown_table
+from .tables import column_title, csv_text, fmt_number, markdown_table
 
 __all__ = [
     'CROSS_MODEL_FORMAT', 'CROSS_MODEL_FILES', 'CROSS_MODEL_PLOTS', 'CrossModelComparison',
@@ -380,23 +378,7 @@ def _fit_lines(comparison: CrossModelComparison) -> List[str]:
     return lines + markdown_table(header, rows) + ['']
 
 
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        return ''
-    if isinstance(value, (float, np.floating)):
-        return repr(float(value)) if math.isfinite(value) else ''
-    return str(value)
-
-
-def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator='\n')
-    writer.writerow(header)
-    writer.writerows([[_csv_cell(v) for v in row] for row in rows])
-    return buffer.getvalue()
-
-
-def model_conditions_csv_text(comparison: CrossModelComparison) -> str:
+def model_conditionscsv_text(comparison: CrossModelComparison) -> str:
     """One row per model x condition (clean, corruption@severity, corruption@mean,
     avg): ``model, condition, corruption, severity, <metric>, <metric>_rank`` and,
     when available, ``calib/ECE, calib/ECE_rank`` (rank 1 = best, ties averaged)."""
@@ -418,10 +400,10 @@ def model_conditions_csv_text(comparison: CrossModelComparison) -> str:
                 ranks = stats.rankdata(-v if measure == ms.metric else v, method='average')
                 row += [float(v[i]), float(ranks[i])]
             rows.append(row)
-    return _csv_text(header, rows)
+    return csv_text(header, rows)
 
 
-def rank_stability_csv_text(comparison: CrossModelComparison) -> str:
+def rank_stabilitycsv_text(comparison: CrossModelComparison) -> str:
     """One row per measure x condition: ``measure, condition, corruption, severity,
     tau, p_value, top1`` (``;``-joined), ``top1_changed`` (0/1)."""
     rows = []
@@ -429,11 +411,11 @@ def rank_stability_csv_text(comparison: CrossModelComparison) -> str:
         for r in st.conditions + st.corruption_means:
             rows.append([measure, r.condition, r.corruption, r.severity, r.tau, r.p_value,
                          ';'.join(r.top1), int(r.top1_changed)])
-    return _csv_text(['measure', 'condition', 'corruption', 'severity', 'tau', 'p_value',
+    return csv_text(['measure', 'condition', 'corruption', 'severity', 'tau', 'p_value',
                       'top1', 'top1_changed'], rows)
 
 
-def effective_robustness_csv_text(comparison: CrossModelComparison) -> str:
+def effective_robustnesscsv_text(comparison: CrossModelComparison) -> str:
     """One row per fit x model: ``fit, space, model, id, ood, predicted_ood,
     effective_robustness, ci_low, ci_high`` (empty CI without usable resamples)."""
     rows = []
@@ -443,7 +425,7 @@ def effective_robustness_csv_text(comparison: CrossModelComparison) -> str:
                          fit.predicted[i], fit.residuals[i],
                          None if fit.residual_low is None else fit.residual_low[i],
                          None if fit.residual_high is None else fit.residual_high[i]])
-    return _csv_text(['fit', 'space', 'model', 'id', 'ood', 'predicted_ood',
+    return csv_text(['fit', 'space', 'model', 'id', 'ood', 'predicted_ood',
                       'effective_robustness', 'ci_low', 'ci_high'], rows)
 
 
@@ -461,16 +443,16 @@ def write_cross_model(comparison: CrossModelComparison, out_dir: str,
         'cross_model.md': atomic_write_text(path('cross_model.md'),
                                             cross_model_markdown(comparison)),
         'model_conditions.csv': atomic_write_text(path('model_conditions.csv'),
-                                                  model_conditions_csv_text(comparison)),
+                                                  model_conditionscsv_text(comparison)),
         'rank_stability.csv': atomic_write_text(path('rank_stability.csv'),
-                                                rank_stability_csv_text(comparison)),
+                                                rank_stabilitycsv_text(comparison)),
         'effective_robustness.csv': atomic_write_text(
-            path('effective_robustness.csv'), effective_robustness_csv_text(comparison)),
+            path('effective_robustness.csv'), effective_robustnesscsv_text(comparison)),
     }
     if comparison.paired is not None:
         for name, rows in (('paired_differences.csv', paired_csv_rows(comparison.paired)),
                            ('rank_flips.csv', flips_csv_rows(comparison.paired))):
-            files[name] = atomic_write_text(path(name), _csv_text(*rows))
+            files[name] = atomic_write_text(path(name), csv_text(*rows))
     for name, part, csv_rows in (
             ('groups.csv', comparison.groups, groups_csv_rows),
             ('group_cells.csv', comparison.groups and comparison.groups.cells,
@@ -478,15 +460,15 @@ def write_cross_model(comparison: CrossModelComparison, out_dir: str,
             ('cka_ece_inflation.csv', comparison.cka_ece, cka_csv_rows),
             ('synthetic_vs_real.csv', comparison.synthetic_real, synthetic_real_csv_rows)):
         if part is not None:
-            files[name] = atomic_write_text(path(name), _csv_text(*csv_rows(part)))
+            files[name] = atomic_write_text(path(name), csv_text(*csv_rows(part)))
     ranks = comparison.ranks
     if ranks is not None:
         files['rank_statistics.csv'] = atomic_write_text(path('rank_statistics.csv'),
-                                                         _csv_text(*rank_csv_rows(ranks)))
+                                                         csv_text(*rank_csv_rows(ranks)))
         if ranks.average is not None:
             files['rank_statistics_datasets.csv'] = atomic_write_text(
                 path('rank_statistics_datasets.csv'),
-                _csv_text(*datasets_csv_rows(ranks.average)))
+                csv_text(*datasets_csv_rows(ranks.average)))
     if plots:
         files.update(write_group_plots(out_dir, comparison.model_set.corruptions,
                                        comparison.groups, comparison.cka_ece,

@@ -7,8 +7,6 @@
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -19,7 +17,7 @@ from ..fileio import atomic_write_text
 from .groups import groups_markdown
 from .mechanism_plots import CKA_PLOT, PR_PLOT, plot_cka_by_severity, plot_participation_ratio
 from .mechanisms import EXACT_MAX_SIZE, REPORTED, TESTED, MechanismTests
-from .tables import fmt_number, markdown_table
+from .tables import csv_text, fmt_number, markdown_table
 
 __all__ = ['MECHANISM_FILES', 'mechanism_csv_rows', 'mechanism_markdown',
            'write_mechanism_tests']
@@ -66,23 +64,6 @@ def mechanism_csv_rows(result: MechanismTests) -> Tuple[List[str], List[List[Any
                       n=len(result.cka_ece.models), value=r.rho, p_value=r.p_value,
                       p_analytic=r.p_analytic) for r in result.cka_ece.rows]
     return list(_CSV_HEADER), rows
-
-
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        return ''
-    if isinstance(value, float) or hasattr(value, 'dtype'):
-        value = float(value)
-        return repr(value) if math.isfinite(value) else ''
-    return str(value)
-
-
-def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator='\n')
-    writer.writerow(header)
-    writer.writerows([[_csv_cell(v) for v in row] for row in rows])
-    return buffer.getvalue()
 
 
 def _p(value: float) -> str:
@@ -154,7 +135,7 @@ def write_mechanism_tests(result: MechanismTests, out_dir: str,
         'mechanism_tests.json': atomic_write_text(path('mechanism_tests.json'),
                                                   document + '\n'),
         'mechanism_tests.csv': atomic_write_text(path('mechanism_tests.csv'),
-                                                 _csv_text(*mechanism_csv_rows(result))),
+                                                 csv_text(*mechanism_csv_rows(result))),
         'mechanism_tests.md': atomic_write_text(path('mechanism_tests.md'),
                                                 mechanism_markdown(result)),
     }

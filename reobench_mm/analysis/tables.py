@@ -20,6 +20,7 @@ from ..fileio import atomic_write_text
 from .results import RobustnessSummary, engine_to_paper_name
 
 __all__ = [
+    'csv_cell', 'csv_text',
     'MISSING', 'fmt_number', 'fmt_estimate', 'markdown_table', 'column_title', 'paper_header', 'PaperRow',
     'paper_table_lines', 'ComparisonTable', 'comparison_markdown', 'comparison_csv_text',
     'write_comparison'
@@ -205,6 +206,26 @@ BOLD_NOTE = ('Bold: the best value of each column as written, not a significant 
              'difference (with a few test images a few hundredths are noise); '
              '`tools/analysis_tools/robustness_compare.py` tests the differences on the '
              'same images.')
+
+
+def csv_cell(value: Any) -> str:
+    """One CSV cell: '' for None and non-finite numbers, floats (numpy's too) as
+    ``repr`` (every digit), anything else as ``str``."""
+    if value is None:
+        return ''
+    if isinstance(value, float) or hasattr(value, 'dtype'):
+        number = float(value)
+        return repr(number) if math.isfinite(number) else ''
+    return str(value)
+
+
+def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A CSV file's text: ``header``, then ``rows`` cell by cell (:func:`csv_cell`)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator='\n')
+    writer.writerow(header)
+    writer.writerows([[csv_cell(v) for v in row] for row in rows])
+    return buffer.getvalue()
 
 
 def comparison_csv_text(table: ComparisonTable, digits: Optional[int] = 2,
