@@ -11,7 +11,7 @@ import json
 import math
 import os
 import os.path as osp
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ..fileio import atomic_write_text
 from .groups import groups_markdown
