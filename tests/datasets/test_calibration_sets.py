@@ -2,15 +2,13 @@
 FLAIR #2, SpaceNet 2): fakes in the release layouts (``tests/calibration_fakes.py``, the
 real band counts, data types and nodata conventions) loaded through each set's 224 px
 dataset config, against labels computed here with numpy from the fakes' files; the
-SpaceNet 2 rasterisation against hand-made polygons; MMSegmentation's own test tool on a
-fake."""
+SpaceNet 2 rasterisation against hand-made polygons; each set's test dataset as a shift
+condition (tests/layout_helpers.py: built as the robustness loops build a shift set).
+MMSegmentation's own test tool reads every config in test_official_layouts_stock_tool.py."""
 import copy
 import json
 import os
 import os.path as osp
-import re
-import subprocess
-import sys
 
 import cv2
 import numpy as np
@@ -24,7 +22,8 @@ from rasterio.transform import Affine
 import reobench_mm  # noqa: F401  (registers the datasets and transforms)
 from calibration_fakes import (SN2_ORIGIN, SN2_PIXEL, write_cloudsen12, write_dynamicearthnet,
                                write_flair2, write_ftw, write_spacenet2, write_tif)
-from helpers import PROJECT_ROOT, toolbox_file
+from helpers import PROJECT_ROOT
+from layout_helpers import as_shift_condition, label_counts, loaded_samples
 from reobench_mm.datasets.cloudsen12 import CLOUDSEN12_LABEL_RULES, CloudSEN12Dataset
 from reobench_mm.datasets.converters.spacenet2 import (building_mask_path, rasterize_buildings,
                                                        read_footprints, write_building_masks)
@@ -193,6 +192,27 @@ def test_configs_state_the_224_input_and_the_sets_rules(name, fakes):
     assert cfg.test_dataloader.dataset.metainfo['label_rules'] == cfg.label_rules
     loader = cfg.test_dataloader.dataset.pipeline[0]
     assert tuple(loader['band_names']) == tuple(dataset.metainfo['band_names'])
+
+
+@pytest.mark.parametrize('name', sorted(SETS))
+def test_test_set_is_a_shift_condition(name, fakes):
+    """A ``shifts`` entry whose dataset is the config's test dataset, built as the
+    robustness loops build a shift set beside that test set (the corruption step placed,
+    the loops' checks run): its per-class pixel counts are numpy's of the fake's labels
+    after the set's rules."""
+    fake, expected_labels, id_key = fakes[name], SETS[name][2], SETS[name][3]
+    loader_cfg = _config(name).test_dataloader.to_dict()
+    loader_cfg.update(num_workers=0, persistent_workers=False)
+    loader_cfg['dataset']['data_root'] = fake.root
+    entry = dict(shift_type='source', dataset=copy.deepcopy(loader_cfg['dataset']))
+    shift, dataset = as_shift_condition(loader_cfg, entry, name)
+    assert shift.shift_type == 'source' and len(dataset) == SPLIT_SIZES[name][1]
+    loaded = loaded_samples(dataset)
+    classes = len(dataset.metainfo['classes'])
+    expected = [expected_labels(fake, info[id_key]) for info, _ in loaded]
+    got = label_counts([label for _, label in loaded], classes)
+    np.testing.assert_array_equal(got, label_counts(expected, classes))
+    assert got.sum() > 0
 
 
 # ------------------------------------------------------------------ the datasets
@@ -427,57 +447,3 @@ def test_written_masks_keep_the_image_grid_and_reruns_skip_them(tmp_path):
             assert mask.dtypes == ('uint8',)
     assert write_building_masks(fake.root) == []
     assert len(write_building_masks(fake.root, overwrite=True)) == 4
-
-
-# ------------------------------------------------------------------ the stock test tool
-
-@pytest.mark.slow
-def test_stock_mmseg_test_tool_scores_the_cloudsen12_fake(fakes, tmp_path):
-    """MMSegmentation's own tools/test.py (its installed copy, in a subprocess) on the
-    CloudSEN12 config: a tiny model that predicts 'thin cloud' everywhere scores, in
-    IoU, n_thin / n_valid for that class and 0 for the others present, which numpy gives
-    from the fake's label file and nodata pixels."""
-    from mmseg.registry import MODELS
-    stock = toolbox_file('mmseg', 'tools', 'test.py')
-    fake = fakes['cloudsen12']
-    model = dict(
-        type='EncoderDecoder',
-        data_preprocessor=dict(type='SegDataPreProcessor', mean=[0.0] * 13, std=[1e4] * 13,
-                               bgr_to_rgb=False, pad_val=0, seg_pad_val=255),
-        backbone=dict(type='ResNetV1c', depth=18, in_channels=13, stem_channels=8,
-                      base_channels=8, out_indices=(3,), norm_cfg=dict(type='BN')),
-        decode_head=dict(type='FCNHead', in_channels=64, channels=64, num_convs=0,
-                         concat_input=False, dropout_ratio=0.0, num_classes=4,
-                         in_index=0, align_corners=False,
-                         loss_decode=dict(type='CrossEntropyLoss', loss_weight=1.0)),
-        test_cfg=dict(mode='whole'))
-    init_default_scope('mmseg')
-    built = MODELS.build(copy.deepcopy(model))
-    with torch.no_grad():
-        built.decode_head.conv_seg.weight.zero_()
-        built.decode_head.conv_seg.bias.copy_(torch.tensor([0.0, 0.0, 5.0, 0.0]))
-    checkpoint = str(tmp_path / 'constant.pth')
-    torch.save(dict(state_dict=built.state_dict(), meta={}), checkpoint)
-    config = tmp_path / 'cloudsen12_constant.py'
-    config.write_text(f"""_base_ = ['mmseg::_base_/default_runtime.py',
-          '{osp.join(DATASET_CONFIGS, 'cloudsen12_224x224.py')}']
-custom_imports = dict(imports=['reobench_mm'], allow_failed_imports=False)
-model = {model!r}
-test_dataloader = dict(num_workers=0, persistent_workers=False,
-                       dataset=dict(data_root='{fake.root}'))
-train_dataloader = val_dataloader = val_evaluator = None
-test_cfg = dict(type='TestLoop')
-""")
-    result = subprocess.run([sys.executable, stock, str(config), checkpoint, '--work-dir',
-                             str(tmp_path / 'work')], cwd=PROJECT_ROOT, capture_output=True,
-                            text=True)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    found = re.findall(r'Iter\(test\).*?mIoU: ([0-9.]+)', output)
-    assert found, output[-3000:]
-    (sample_id,) = fake.splits['test']
-    label = _cloudsen12_labels(fake, sample_id)
-    valid = label != 255
-    present = np.unique(label[valid])
-    expected = 100 * (label == 2).sum() / valid.sum() / len(set(present) | {2})
-    assert 0 < expected and float(found[-1]) == pytest.approx(expected, abs=0.006)

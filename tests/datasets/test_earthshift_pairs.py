@@ -8,38 +8,33 @@ per-class pixel counts are compared with a numpy count of the label files under 
 rules, and each shipped shift base is built as the robustness loops build a shift set
 (parsed, its dataloader derived from the test dataloader, every check of the loops)."""
 import os.path as osp
-import re
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 import pytest
-import rasterio
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
-from mmengine.runner import Runner
 
 import reobench_mm  # noqa: F401  (registration)
 from earthshift_fakes import (FTW_FRAME, write_deepglobe, write_dfc2022, write_ftw_country,
                               write_sen1floods11)
-from helpers import PROJECT_ROOT, toolbox_file
+from helpers import PROJECT_ROOT
+from layout_helpers import IGNORE
+from layout_helpers import as_shift_condition as _as_shift_condition
+from layout_helpers import label_counts as _counts
+from layout_helpers import loaded_samples as _loaded
 from reobench_mm.datasets.deepglobe_dfc2022 import (DEEPGLOBE_CLASSES, DEEPGLOBE_COLOURS,
                                                     DFC2022_CLASSES, DFC2022Dataset)
 from reobench_mm.datasets.ftw import FTW_BANDS, FTWDataset, read_ftw_chip_index
 from reobench_mm.datasets.sen1floods11 import (S1_BANDS, Sen1Floods11Dataset,
                                                read_sen1floods11_split)
 from reobench_mm.registry import DATASETS
-from reobench_mm.robustness.conditions.shifts import parse_shifts
-from reobench_mm.robustness.shifted_data import ConditionData, shift_dataloader_cfg
 from reobench_mm.transforms.colour_labels import LoadAnnotationsFromColours
 from reobench_mm.transforms.nodata_fill import FillNodata
 from reobench_mm.transforms.raster_loading import SENTINEL2_BANDS
-from sweep_helpers import untrained_checkpoint
 
 DATASETS_DIR = osp.join(PROJECT_ROOT, 'configs', '_base_', 'datasets')
 SHIFTS_DIR = osp.join(PROJECT_ROOT, 'configs', '_base_', 'shifts')
-IGNORE = 255
 
 
 def _config(name):
@@ -67,46 +62,6 @@ def _innermost(dataset):
     while hasattr(dataset, 'dataset'):
         dataset = dataset.dataset
     return dataset
-
-
-def _loaded(dataset):
-    """``[(data info, loaded label map)]`` of every sample, through the pipeline."""
-    out = []
-    for index in range(len(dataset)):
-        sample = dataset[index]
-        out.append((dataset.get_data_info(index), sample['data_samples'].gt_sem_seg.data
-                    .numpy()[0]))
-    return out
-
-
-def _counts(labels, num_classes):
-    """Per-class pixel counts of label maps (the ignored label left out); every other
-    value must be a class."""
-    total = np.zeros(num_classes, np.int64)
-    for label in labels:
-        kept = label[label != IGNORE].astype(np.int64)
-        assert kept.size == 0 or kept.max() < num_classes, np.unique(kept)
-        total += np.bincount(kept.ravel(), minlength=num_classes)
-    return total
-
-
-def _as_shift_condition(test_loader_cfg, entry, name):
-    """The shift set ``entry`` built as the robustness loops build it beside the test set
-    of ``test_loader_cfg``: parsed, its dataloader derived from the test dataloader, the
-    corruption step placed, and the loops' checks (classes, label rules, the class map's
-    ignored label) run. Returns the parsed set and the built dataset."""
-    (shift, ) = parse_shifts({name: entry})
-    what = f'shift set {name!r}'
-    with DefaultScope.overwrite_default_scope('mmseg'):
-        reference = DATASETS.build(test_loader_cfg['dataset'])
-        data = ConditionData(lambda cfg: Runner.build_dataloader(cfg, seed=0), reference,
-                             'mmseg', IGNORE)
-        loader, steps = data.dataloader(
-            f'shift:{name}',
-            lambda: data.place(shift_dataloader_cfg(test_loader_cfg, shift.dataset, what),
-                               what), what)
-    assert steps  # the switchable corruption step is in its pipeline
-    return shift, loader.dataset
 
 
 # ----------------------------------------------------------------------------- FTW
@@ -447,77 +402,6 @@ def test_bad_inputs_of_the_other_sets_are_refused(tmp_path, land_cover_roots):
         FillNodata(value=float('nan'))
     with pytest.raises(RuntimeError, match='does not fit the uint8 image'):
         FillNodata(value=-1)(dict(img=np.zeros((2, 2, 1), np.uint8)))
-
-
-# ----------------------------------------------------------------------------- stock tool
-def _tiny_ftw_config(tmp_path, data_root):
-    """A narrow ResNet-18 behind a 4 -> 3 ChannelAdapter with an FCN head, on the FTW
-    window-A dataset config (3 classes)."""
-    path = tmp_path / 'tiny_ftw.py'
-    path.write_text(f"""_base_ = [
-    'mmseg::_base_/default_runtime.py',
-    '{osp.join(DATASETS_DIR, 'ftw-germany-window-a_256x256.py')}',
-]
-custom_imports = dict(imports=['reobench_mm'], allow_failed_imports=False)
-norm_cfg = dict(type='BN', requires_grad=True)
-model = dict(
-    type='EncoderDecoder',
-    data_preprocessor=dict(type='SegDataPreProcessor', mean=[5000.0] * 4, std=[2900.0] * 4,
-                           bgr_to_rgb=False, pad_val=0, seg_pad_val=255),
-    backbone=dict(type='ChannelAdapter', in_channels=4, out_channels=3, backbone=dict(
-        type='ResNetV1c', depth=18, stem_channels=16, base_channels=16, num_stages=4,
-        out_indices=(3, ), norm_cfg=norm_cfg, style='pytorch')),
-    decode_head=dict(type='FCNHead', in_channels=128, in_index=-1, channels=16, num_convs=1,
-                     concat_input=False, dropout_ratio=0.0, num_classes=3, norm_cfg=norm_cfg,
-                     align_corners=False,
-                     loss_decode=dict(type='CrossEntropyLoss', loss_weight=1.0)),
-    train_cfg=dict(), test_cfg=dict(mode='whole'))
-test_dataloader = dict(num_workers=0, persistent_workers=False,
-                       dataset=dict(data_root='{data_root}'))
-train_dataloader = val_dataloader = val_evaluator = None  # testing only
-train_cfg = val_cfg = None
-test_cfg = dict(type='TestLoop')
-log_level = 'INFO'
-""")
-    return str(path)
-
-
-@pytest.mark.slow
-def test_stock_mmseg_test_tool_reads_the_ftw_fake(tmp_path):
-    """MMSegmentation's own tools/test.py (its installed copy, in a subprocess) on the FTW
-    window-A config: its per-class IoU equals numpy's on the predictions it saved and the
-    fake's masks under the label rules (unlabelled and no-data pixels not scored)."""
-    stock = toolbox_file('mmseg', 'tools', 'test.py')
-    root = str(tmp_path / 'ftw')
-    written = write_ftw_country(root, 'germany', dict(train=1, test=3), seed=5)
-    config = _tiny_ftw_config(tmp_path, root)
-    checkpoint = untrained_checkpoint(config, str(tmp_path / 'tiny.pth'))
-    out = tmp_path / 'predictions'
-    result = subprocess.run([sys.executable, stock, config, checkpoint, '--work-dir',
-                             str(tmp_path / 'work'), '--out', str(out)], cwd=PROJECT_ROOT,
-                            capture_output=True, text=True)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    intersection, union = np.zeros(3), np.zeros(3)
-    for aoi, entry in written.items():
-        if entry['split'] != 'test':
-            continue
-        prediction = cv2.imread(str(out / f'{aoi}.png'), cv2.IMREAD_UNCHANGED)
-        with rasterio.open(osp.join(root, 'germany', 'label_masks', 'semantic_3class',
-                                    f'{aoi}.tif')) as src:
-            label = src.read(1).astype(np.int64)
-        scored = (label != 3) & ~(entry['a'] == 0).all(axis=0)
-        for c in range(3):
-            p, t = (prediction == c) & scored, (label == c) & scored
-            intersection[c] += (p & t).sum()
-            union[c] += (p | t).sum()
-    iou = 100 * intersection / union
-    printed = re.findall(r'\|\s*(background|field|field_boundary)\s*\|\s*([0-9.]+|nan)',
-                         output)
-    assert [name for name, _ in printed[-3:]] == ['background', 'field', 'field_boundary']
-    np.testing.assert_allclose([float(v) for _, v in printed[-3:]], iou, atol=0.006)
-    found = re.findall(r'Iter\(test\).*?mIoU: ([0-9.]+)', output)
-    assert found and float(found[-1]) == pytest.approx(np.nanmean(iou), abs=0.006)
 
 
 def test_the_s1_twin_loads_the_s2_weights_but_keeps_its_adapter(tmp_path):
