@@ -53,8 +53,12 @@ class DriftLayer:
 
 # ----------------------------------------------------------------------------- layers
 def _vit_block_list(backbone: nn.Module) -> Optional[Tuple[str, nn.Module, int]]:
-    """``(path, block list, prefix tokens)`` of a ViT backbone, or None."""
-    for path in ('blocks', 'vit.blocks'):
+    """``(path, block list, prefix tokens)`` of a ViT backbone, or None: where its
+    ``block_prefix`` says (the package's backbones, e.g. TerraMind's ``encoder``), else
+    ``blocks`` or ``vit.blocks``."""
+    declared = getattr(type(backbone), 'block_prefix', None)
+    paths = (backbone.block_prefix.rstrip('.'), ) if isinstance(declared, property) else ()
+    for path in dict.fromkeys(paths + ('blocks', 'vit.blocks')):
         owner, blocks = backbone, backbone
         for part in path.split('.'):
             owner = blocks

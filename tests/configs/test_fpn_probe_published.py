@@ -41,9 +41,14 @@ from test_probe_configs import BACKBONE_BASES, DEPTHS, NUM_CLASSES, TINY_CHANNEL
 
 PROBE_DIR = osp.join(PROJECT_ROOT, 'configs', 'probe')
 FPN_512 = sorted(glob.glob(osp.join(PROBE_DIR, 'fpn-probe_*_potsdam-512x512.py')))
-FPN_224 = sorted(glob.glob(osp.join(PROBE_DIR, 'fpn-probe_*_potsdam-224x224.py')))
 #: the backbone bases (configs/_base_/backbones/): each has a 512 and a 224 FPN probe
 BASE_NAMES = sorted(osp.basename(p)[:-len('.py')] for p in BACKBONE_BASES)
+#: the 224 probes of the backbone bases: each the 512 probe at 224 px
+FPN_224 = sorted(p for p in glob.glob(osp.join(PROBE_DIR, 'fpn-probe_*_potsdam-224x224.py'))
+                 if osp.basename(p).split('_')[1] in BASE_NAMES)
+#: every other 224 probe (the calibration study's encoders, on Potsdam or other sets):
+#: configs of their own, each built and trained by its encoder's tests
+OWN_224 = sorted(set(glob.glob(osp.join(PROBE_DIR, 'fpn-probe_*-224x224.py'))) - set(FPN_224))
 DEMO_FPN_PROBE = osp.join(PROJECT_ROOT, 'configs', 'demo',
                           'fpn-probe_r18-tiny_frozen_1xb4-600i_demo-potsdam-128x128.py')
 BILINEAR_TOP_DOWN = dict(mode='bilinear', align_corners=False)
@@ -142,8 +147,8 @@ def test_every_backbone_base_has_a_512_and_a_224_probe():
         assert osp.isfile(path.replace('224x224', '512x512'))
 
 
-@pytest.mark.parametrize('path', FPN_512 + FPN_224 + [DEMO_FPN_PROBE],
-                         ids=_names(FPN_512 + FPN_224 + [DEMO_FPN_PROBE]))
+@pytest.mark.parametrize('path', FPN_512 + FPN_224 + OWN_224 + [DEMO_FPN_PROBE],
+                         ids=_names(FPN_512 + FPN_224 + OWN_224 + [DEMO_FPN_PROBE]))
 def test_probe_config_has_bilinear_top_down_and_the_published_hooks(path):
     """Every FPN probe config; the hooks are checked for the ViTs (``out_indices``) and
     the demo CNN (encoders that always return their four stages have no setting)."""
@@ -160,11 +165,14 @@ def test_probe_config_has_bilinear_top_down_and_the_published_hooks(path):
     elif _backbone_of(path) in DEPTHS or 'out_indices' in backbone:
         # a ViT: four evenly spaced blocks, the last of each quarter, shallow to deep;
         # frozen_stages is its depth (every block frozen)
-        depth = DEPTHS.get(_backbone_of(path), backbone.frozen_stages)
+        # (a timm encoder is frozen whole by frozen=True; its depth is the last block's)
         blocks = tuple(backbone.out_indices)
+        depth = DEPTHS.get(_backbone_of(path),
+                           backbone.get('frozen_stages', blocks[-1] + 1))
         assert blocks == _quarters(depth)
         assert len({b - a for a, b in zip((-1, ) + blocks, blocks)}) == 1
-        assert backbone.frozen_stages == depth
+        assert backbone.get('frozen_stages', depth) == depth
+        assert backbone.get('frozen', True) is True
 
 
 def _resize_steps(pipeline) -> list:
@@ -203,6 +211,24 @@ def test_224_probe_is_its_512_twin_at_224_px(path):
         ours, theirs = copy.deepcopy(cfg[loader]), copy.deepcopy(twin[loader])
         ours.dataset.pop('pipeline'), theirs.dataset.pop('pipeline')
         assert ours == theirs, loader
+
+
+@pytest.mark.parametrize('path', OWN_224, ids=_names(OWN_224))
+def test_every_other_224_probe_takes_the_studys_input(path):
+    """The calibration study's encoders' own 224 probes: every pipeline resizes the image
+    bilinearly to 224x224 once (no random rescale or crop), the test pipeline loads the
+    labels after the resize (scored at their resolution), and the preprocessor pads to
+    224 where it pads at all."""
+    cfg = _config(path)
+    bilinear_224 = dict(type='Resize', scale=(224, 224), keep_ratio=False,
+                        interpolation='bilinear')
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        pipeline = cfg[loader].dataset.pipeline
+        assert _resize_steps(pipeline) == [bilinear_224], loader
+        assert not any(s['type'] in ('RandomResize', 'RandomCrop') for s in pipeline), loader
+    kinds = [s['type'] for s in cfg.test_dataloader.dataset.pipeline]
+    assert kinds.index('Resize') < kinds.index('LoadAnnotations')
+    assert cfg.model.data_preprocessor.get('size', (224, 224)) == (224, 224)
 
 
 def _tiny_224_model(cfg: Config):

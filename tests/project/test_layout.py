@@ -73,6 +73,9 @@ COVERED_ELSEWHERE = {
                                               'the timm-based ViT backbones of the configs'),
     'reobench_mm.robustness.drift_layers': ('robustness/test_representation_drift.py',
                                             'the layers the drift tool hooks'),
+    'reobench_mm.robustness.shifted_data': ('datasets/test_earthshift_pairs.py',
+                                            'the data of a shift condition, through '
+                                            'layout_helpers.as_shift_condition'),
 }
 
 

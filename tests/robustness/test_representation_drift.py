@@ -450,13 +450,16 @@ class _Holder(nn.Module):
 def test_vit_block_selection_and_tokens(backbone_type):
     from mmengine.registry import MODELS
     torch.manual_seed(0)
+    # final_norm=False: the levels are the raw blocks (TerraMind's default norms the last)
     backbone = MODELS.build(dict(type=backbone_type, arch=dict(embed_dims=32, depth=8,
                                                                num_heads=2),
-                                 img_size=64, out_indices=(1, 3, 5, 7))).eval()
+                                 img_size=64, out_indices=(1, 3, 5, 7),
+                                 final_norm=False)).eval()
     model = _Holder(backbone)
     layers = select_drift_layers(model, num_blocks=4)
     names = [layer.name for layer in layers]
-    prefix = 'backbone.vit.blocks' if hasattr(backbone, 'vit') else 'backbone.blocks'
+    prefix = 'backbone.vit.blocks' if hasattr(backbone, 'vit') else \
+        'backbone.' + backbone.block_prefix.rstrip('.')
     assert names == [f'{prefix}.{i}' for i in (1, 3, 5, 7)]
     assert all(layer.kind == 'vit_block' for layer in layers)
     captured = {}
@@ -464,7 +467,7 @@ def test_vit_block_selection_and_tokens(backbone_type):
         lambda module, inputs, output, name=layer.name: captured.__setitem__(name, output))
         for layer in layers]
     with torch.no_grad():
-        levels = backbone(torch.rand(2, 3, 64, 64))
+        levels = backbone(torch.rand(2, getattr(backbone, 'in_channels', None) or 3, 64, 64))
     for handle in handles:
         handle.remove()
     grid = 64 // backbone.patch_size

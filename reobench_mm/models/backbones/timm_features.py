@@ -22,13 +22,32 @@ convolution is adapted as timm adapts it when it loads weights for another ``in_
 (``timm.models.adapt_input_conv``: summed for 1 channel, else repeated and scaled by
 3 / ``in_channels``).
 
-Plain ViTs have a single stride; they are :class:`~.imagenet_vit.ImageNetViT`'s, which
-reads timm's ``VisionTransformer`` files and hooks four evenly spaced blocks.
+Single-stride trunks (ViTs, whose timm feature levels are their blocks, all at the patch
+size): given ``out_indices``, four blocks (e.g. ``(5, 11, 17, 23)`` of 24, the last of each
+quarter, as the package's other ViT probes), the trunk is timm's ``FeatureGetterNet``
+around the model (its keys ``model.*``; the blocks after the last hooked one and the final
+norm pruned), which returns ``forward_intermediates(indices=out_indices,
+output_fmt='NCHW', intermediates_only=True)``: the token maps of those blocks, prefix
+tokens (class, registers) dropped, without the final norm, all four at stride = patch
+size, as the FPN of the ViT probes takes them. This is how timm's DINOv3 ViTs (``Eva``
+with RoPE and register tokens) are probed. Without ``out_indices`` a single-stride model
+is refused: a plain timm ``VisionTransformer`` is :class:`~.imagenet_vit.ImageNetViT`'s.
+
+Files in the architecture's original layout (not timm's, e.g. Meta's DINOv3 ``.pth``
+files) are first converted by timm's own ``checkpoint_filter_fn`` of the architecture's
+module, the function timm applies when it loads such a file, then mapped as above. timm's
+DINOv3 ViTs exist with (``*_qkvb``) and without attention biases; the original files have
+a query/key/value bias whose key third the official code masks to zero. timm's converter
+drops the whole bias for a model without biases; such a file is refused here unless its
+query and value biases are all zero.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os.path as osp
-from typing import Any, Dict, List, Optional, Set, Tuple
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import timm
 import torch
@@ -37,10 +56,12 @@ from mmengine.model import BaseModule
 from torch import nn
 
 from ...registry import MODELS
-from .base import check_state_dict, load_checkpoint_file, unwrap_state_dict
+from .base import (check_state_dict, load_checkpoint_file, resolve_out_indices,
+                   unwrap_state_dict)
 
 __all__ = ['TimmFeatureEncoder', 'PYRAMID_STRIDES', 'read_timm_state_dict',
-           'pyramid_feature_indices', 'timm_feature_key_map']
+           'pyramid_feature_indices', 'block_feature_indices', 'timm_feature_key_map',
+           'convert_original_layout']
 
 #: the reductions of the four levels the encoder returns, fine to coarse
 PYRAMID_STRIDES: Tuple[int, ...] = (4, 8, 16, 32)
@@ -94,10 +115,7 @@ def pyramid_feature_indices(model_name: str, in_channels: int = 3,
         ValueError: the model has no level at one of these reductions (a plain ViT, or a
             dilated trunk), naming the reductions it has.
     """
-    extractor = _create(model_name, in_channels, dict(model_args or {}), features_only=True,
-                        meta=True)
-    # every level timm describes (feature_info.reduction() lists only the selected ones)
-    reductions = [level['reduction'] for level in extractor.feature_info.info]
+    reductions = _level_reductions(model_name, in_channels, model_args)
     found = {stride: max((i for i, r in enumerate(reductions) if r == stride), default=None)
              for stride in PYRAMID_STRIDES}
     absent = [stride for stride, index in found.items() if index is None]
@@ -105,9 +123,51 @@ def pyramid_feature_indices(model_name: str, in_channels: int = 3,
         raise ValueError(
             f'timm model {model_name!r} has no feature level at stride(s) {absent} (its '
             f'levels are at strides {reductions}); TimmFeatureEncoder needs levels at '
-            f'{list(PYRAMID_STRIDES)}. A plain ViT (one stride) is ImageNetViT\'s, which '
-            'reads timm\'s VisionTransformer files and hooks four evenly spaced blocks')
+            f'{list(PYRAMID_STRIDES)}, or, for a single-stride trunk, out_indices: four '
+            'block indices, e.g. (5, 11, 17, 23) of 24. A plain timm VisionTransformer is '
+            'ImageNetViT\'s, which reads its files and hooks four evenly spaced blocks')
     return tuple(found[stride] for stride in PYRAMID_STRIDES)
+
+
+def _level_reductions(model_name: str, in_channels: int = 3,
+                      model_args: Optional[Dict[str, Any]] = None) -> List[int]:
+    """The reduction of every feature level timm describes for the model, in order
+    (``feature_info.reduction()`` lists only the selected ones)."""
+    extractor = _create(model_name, in_channels, dict(model_args or {}), features_only=True,
+                        meta=True)
+    return [level['reduction'] for level in extractor.feature_info.info]
+
+
+def block_feature_indices(model_name: str, out_indices: Union[str, Sequence[int]],
+                          in_channels: int = 3, model_args: Optional[Dict[str, Any]] = None
+                          ) -> Tuple[int, ...]:
+    """The four hooked blocks of a single-stride trunk (a ViT: timm's feature levels are
+    its blocks): ``out_indices`` checked against the number of blocks, a preset name of
+    :data:`~.base.OUT_INDEX_PRESETS` resolved (``'vit24'``: ``(5, 11, 17, 23)``).
+
+    Raises:
+        ValueError: the model has levels at several strides (a hierarchical trunk, which
+            takes its levels at :data:`PYRAMID_STRIDES` itself), or ``out_indices`` is not
+            four increasing block indices.
+    """
+    reductions = _level_reductions(model_name, in_channels, model_args)
+    if len(set(reductions)) != 1:
+        raise ValueError(
+            f'out_indices is for single-stride trunks (ViTs); timm model {model_name!r} has '
+            f'levels at strides {sorted(set(reductions))} and TimmFeatureEncoder takes its '
+            f'levels at strides {list(PYRAMID_STRIDES)} itself: leave out_indices unset')
+    if isinstance(out_indices, (bool, int, float)) or out_indices is None:
+        raise ValueError(f'out_indices must be four block indices or a preset name, got '
+                         f'{out_indices!r}')
+    try:
+        indices = resolve_out_indices(out_indices, len(reductions))
+    except TypeError as error:
+        raise ValueError(f'out_indices must be four block indices or a preset name, got '
+                         f'{out_indices!r}') from error
+    if len(indices) != 4:
+        raise ValueError(f'out_indices must name four blocks (the FPN\'s four levels), got '
+                         f'{indices}')
+    return indices
 
 
 def timm_feature_key_map(model_name: str, extractor_keys: Set[str], in_channels: int = 3,
@@ -116,8 +176,9 @@ def timm_feature_key_map(model_name: str, extractor_keys: Set[str], in_channels:
     """How timm's classifier state dict maps onto its feature extractor.
 
     Builds the classifier on the meta device and matches each of its keys to a key of
-    ``extractor_keys``: the same name, or the name with its first ``.`` as ``_`` (the
-    flattened sequentials of timm's ``FeatureListNet``).
+    ``extractor_keys``: the same name, the name with its first ``.`` as ``_`` (the
+    flattened sequentials of timm's ``FeatureListNet``), or the name under ``model.``
+    (timm's ``FeatureGetterNet`` of a ViT, which holds the whole model).
 
     Returns:
         ``(mapping, unused, first_conv)``: classifier key → extractor key; the
@@ -129,7 +190,7 @@ def timm_feature_key_map(model_name: str, extractor_keys: Set[str], in_channels:
                          features_only=False, meta=True)
     mapping: Dict[str, str] = {}
     for key in classifier.state_dict():
-        for candidate in (key, key.replace('.', '_', 1)):
+        for candidate in (key, key.replace('.', '_', 1), f'model.{key}'):
             if candidate in extractor_keys:
                 mapping[key] = candidate
                 break
@@ -137,6 +198,56 @@ def timm_feature_key_map(model_name: str, extractor_keys: Set[str], in_channels:
     first_conv = getattr(classifier, 'pretrained_cfg', {}).get('first_conv')
     first_conv_key = f'{first_conv}.weight' if isinstance(first_conv, str) else None
     return mapping, unused, first_conv_key
+
+
+def convert_original_layout(model_name: str, state_dict: Dict[str, torch.Tensor],
+                            in_channels: int = 3,
+                            model_args: Optional[Dict[str, Any]] = None
+                            ) -> Dict[str, torch.Tensor]:
+    """A weight file in the architecture's original layout → timm's classifier layout.
+
+    The conversion is timm's own: the ``checkpoint_filter_fn`` of the module that defines
+    the architecture, applied to the classifier built on the meta device (what timm runs
+    when it loads such a file). A file already in timm's layout (every key one of the
+    classifier's), and any file of an architecture without that function, is returned as
+    it is, for :func:`~.base.check_state_dict` to judge.
+
+    Raises:
+        ValueError: timm's function cannot read the file; or it dropped non-zero
+            query/value biases (``*.attn.qkv.bias``) because the model has no attention
+            biases (a DINOv3 file for a ViT without ``_qkvb``).
+    """
+    classifier = _create(model_name, in_channels, dict(model_args or {}),
+                         features_only=False, meta=True)
+    if set(state_dict) <= set(classifier.state_dict()):
+        return state_dict
+    architecture = model_name.partition('.')[0]
+    module = sys.modules.get(timm.models.model_entrypoint(architecture).__module__)
+    filter_fn = getattr(module, 'checkpoint_filter_fn', None)
+    if filter_fn is None:
+        return state_dict
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # timm prints the biases it skips
+            converted = filter_fn(dict(state_dict), classifier)
+    except Exception as error:  # whatever timm's function meets in a foreign file
+        raise ValueError(f'timm\'s converter of {module.__name__} cannot read this file for '
+                         f'{model_name} ({type(error).__name__}: {error}); is it a file of '
+                         'this architecture?') from error
+    dropped = []
+    for key, value in state_dict.items():
+        if key.endswith('attn.qkv.bias') and key not in converted \
+                and key.replace('qkv.bias', 'q_bias') not in converted:
+            query, _, values = value.float().chunk(3)  # the key third is masked to zero
+            if query.abs().max() > 0 or values.abs().max() > 0:
+                dropped.append(key)
+    if dropped:
+        with_bias = f'{architecture}_qkvb'
+        raise ValueError(
+            f'{model_name} has no attention biases, but the file has non-zero query/value '
+            f'biases ({len(dropped)} blocks, first: {dropped[:4]}) that timm would drop for '
+            'it, changing its output; use the architecture with biases'
+            + (f' ({with_bias})' if timm.is_model(with_bias) else ''))
+    return converted
 
 
 def read_timm_state_dict(path: str) -> Dict[str, torch.Tensor]:
@@ -165,7 +276,8 @@ def read_timm_state_dict(path: str) -> Dict[str, torch.Tensor]:
 
 @MODELS.register_module()
 class TimmFeatureEncoder(BaseModule):
-    """A timm image encoder returning its feature maps at strides 4, 8, 16 and 32.
+    """A timm image encoder returning its feature maps at strides 4, 8, 16 and 32, or a
+    single-stride one (a ViT) returning the token maps of four of its blocks.
 
     Args:
         model_name: timm's model name, optionally with its pretrained tag
@@ -179,20 +291,27 @@ class TimmFeatureEncoder(BaseModule):
             ``dict(img_size=512)`` for Swin (timm refuses names the architecture does
             not take); not the ones the encoder sets itself (``pretrained``,
             ``features_only``, ``out_indices``, ``in_chans``, ...).
+        out_indices: single-stride trunks (ViTs) only, and required for them: the four
+            blocks whose token maps are returned (timm's feature levels of a ViT are its
+            blocks), increasing, e.g. ``(5, 11, 17, 23)`` of 24, or a preset name of
+            :data:`~.base.OUT_INDEX_PRESETS`; hierarchical trunks pick their levels at
+            strides 4 to 32 themselves and refuse it.
         init_cfg: ``dict(type='Pretrained', checkpoint=PATH)`` loads timm's weight file
             for ``model_name`` through :meth:`load_pretrained` (converted and checked);
             without it the encoder keeps timm's random initialisation.
 
     Attributes:
         trunk (nn.Module): timm's feature extractor.
-        out_indices (tuple): the indices of timm's feature levels that are returned.
+        out_indices (tuple): the indices of timm's feature levels that are returned (a
+            ViT's: block indices).
         channels (tuple): the channels of the four levels, fine to coarse.
-        strides (tuple): :data:`PYRAMID_STRIDES`.
+        strides (tuple): :data:`PYRAMID_STRIDES`; a ViT's: its patch size four times.
 
     Raises:
         ValueError: an unknown model or tag, a bad ``in_channels`` or ``frozen``, a
-            ``model_args`` that is not a dict or sets the encoder's own arguments, or a
-            model without levels at strides 4 to 32.
+            ``model_args`` that is not a dict or sets the encoder's own arguments, a
+            model without levels at strides 4 to 32 and no ``out_indices``, or
+            ``out_indices`` for a hierarchical trunk or not four blocks.
     """
 
     #: fnmatch patterns of model keys a weight file may lack (batch norm counters, which
@@ -201,6 +320,7 @@ class TimmFeatureEncoder(BaseModule):
 
     def __init__(self, model_name: str, in_channels: int = 3, frozen: bool = False,
                  model_args: Optional[Dict[str, Any]] = None,
+                 out_indices: Union[None, str, Sequence[int]] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg=init_cfg)
         self.model_name = _check_model_name(model_name)
@@ -219,7 +339,11 @@ class TimmFeatureEncoder(BaseModule):
                              f'{list(_OWN_ARGUMENTS)} itself (in_chans: in_channels; '
                              "weights: init_cfg=dict(type='Pretrained', checkpoint=PATH))")
         self.in_channels, self.frozen, self.model_args = in_channels, frozen, model_args
-        self.out_indices = pyramid_feature_indices(model_name, in_channels, model_args)
+        if out_indices is None:
+            self.out_indices = pyramid_feature_indices(model_name, in_channels, model_args)
+        else:
+            self.out_indices = block_feature_indices(model_name, out_indices, in_channels,
+                                                     model_args)
         self.trunk = _create(model_name, in_channels, model_args, features_only=True,
                              out_indices=self.out_indices)
         self.channels = tuple(self.trunk.feature_info.channels())
@@ -230,7 +354,8 @@ class TimmFeatureEncoder(BaseModule):
 
     # ---- forward and freezing
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """The four ``B×C×H/s×W/s`` maps, ``s`` = 4, 8, 16, 32.
+        """The four ``B×C×H/s×W/s`` maps, ``s`` = 4, 8, 16, 32 (a ViT's: ``s`` = its
+        patch size for all four).
 
         Raises:
             ValueError: ``x`` is not ``B×in_channels×H×W``.
@@ -274,7 +399,10 @@ class TimmFeatureEncoder(BaseModule):
         """timm's classifier keys → this encoder's (``trunk.`` + the extractor's name);
         the classifier's keys after the last level dropped; any other key kept as it
         is (so that the check names it); the first convolution adapted to
-        ``in_channels`` when the file has 3 bands."""
+        ``in_channels`` when the file has 3 bands. A file in the architecture's original
+        layout is first brought to timm's by :func:`convert_original_layout`."""
+        state_dict = convert_original_layout(self.model_name, state_dict, self.in_channels,
+                                             self.model_args)
         extractor_keys = set(self.trunk.state_dict())
         mapping, unused, first_conv = timm_feature_key_map(
             self.model_name, extractor_keys, self.in_channels, self.model_args)
