@@ -1,6 +1,7 @@
 """``ApplyCorruption``: the corruption engine as an MMCV pipeline transform."""
 from __future__ import annotations
 
+import numbers
 import os.path as osp
 import warnings
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
@@ -132,7 +133,8 @@ def sample_draw_key(results: Mapping[str, Any]) -> Any:
             key += '@' + ','.join(str(int(v)) for v in window)
         return key
     index = results.get('sample_idx')
-    return None if index is None else int(index)
+    # an integer index as a Python int (numpy's too); another key (a name) as it is
+    return int(index) if isinstance(index, numbers.Integral) else index
 
 
 @TRANSFORMS.register_module()
@@ -344,8 +346,8 @@ class ApplyCorruption(BaseTransform):
                 'and the robustness sweep place it there.')
         if image.dtype.name not in SUPPORTED_DTYPES:
             raise TypeError(
-                f'{self._what()}: the image is {image.dtype.name}, a data type the corruptions '
-                f'do not take (they take {", ".join(SUPPORTED_DTYPES)}): load it with '
+                f'{self._what()}: the image has dtype {image.dtype.name}, a data type the '
+                f'corruptions do not take (they take {", ".join(SUPPORTED_DTYPES)}): load it with '
                 'LoadMultiBandImageFromFile(..., to_float32=True) and give the corruption '
                 "max_value=<the sensor's full scale> (e.g. 10000 for Sentinel-2 "
                 'reflectances)')

@@ -308,12 +308,19 @@ def _backbone_names():
 @pytest.mark.parametrize('name', _backbone_names())
 def test_every_backbone_of_the_package_can_be_attacked(name):
     """A segmentor on each of the package's backbones (tiny widths): the pixel
-    gradient reaches the input and one PGD step moves every band within the budget."""
+    gradient reaches the input and one PGD step moves every band within the budget
+    (of as many bands as the backbone takes: 6 for Prithvi, 12 for TerraMind)."""
+    from reobench_mm.models.backbones.convert import dense_backbone_types
+    probe = dense_backbone_types()[name](arch=dict(embed_dims=32, depth=4, num_heads=2),
+                                          img_size=64)
+    bands = getattr(probe, 'in_channels', None) or 3
+    rgb = bands == 3
     cfg = dict(
         type='EncoderDecoder',
-        data_preprocessor=dict(type='SegDataPreProcessor', mean=[123.675, 116.28, 103.53],
-                               std=[58.395, 57.12, 57.375], bgr_to_rgb=True, pad_val=0,
-                               seg_pad_val=255),
+        data_preprocessor=dict(type='SegDataPreProcessor',
+                               mean=[123.675, 116.28, 103.53] if rgb else [127.5] * bands,
+                               std=[58.395, 57.12, 57.375] if rgb else [73.6] * bands,
+                               bgr_to_rgb=rgb, pad_val=0, seg_pad_val=255),
         backbone=dict(type=name, arch=dict(embed_dims=32, depth=4, num_heads=2), img_size=64,
                       out_indices=(0, 1, 2, 3)),
         decode_head=dict(type='FCNHead', in_channels=32, in_index=3, channels=16,
@@ -323,7 +330,8 @@ def test_every_backbone_of_the_package_can_be_attacked(name):
     torch.manual_seed(0)
     with DefaultScope.overwrite_default_scope('mmseg'):
         model = MODELS.build(ConfigDict(cfg)).eval()
-    x0, labels = _image(9).float(), np.random.default_rng(9).integers(0, 4, (64, 64))
+    x0 = _image(9, bands=bands).float()
+    labels = np.random.default_rng(9).integers(0, 4, (64, 64))
     objective = SegmentationTarget(model, 255).objective(_sample(labels), 'ce', 'cpu')
     x = perturb(x0, objective, _spec('pgd', steps=1), make_rng(0, name, 0, 'k'), 255.0)
     moved = (x - x0).abs().amax(dim=(1, 2))

@@ -397,7 +397,7 @@ def test_int16_reflectances_load_as_float32_for_the_corruptions(tmp_path):
     stored = _load(str(path))
     assert stored['img'].dtype == np.int16
     cloud = ApplyCorruption('cloud', 3, max_value=10000)
-    with pytest.raises(TypeError, match=r'is int16.*to_float32=True.*max_value='):
+    with pytest.raises(TypeError, match=r'dtype int16.*to_float32=True.*max_value='):
         cloud(dict(stored))
     loaded = _load(str(path), to_float32=True)
     assert loaded['img'].dtype == np.float32
