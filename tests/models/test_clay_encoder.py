@@ -13,7 +13,6 @@
 - The probe config: its encoder, inputs, hooks and normalisation, built whole on the meta
   device; the tiny variant trains 2 iterations through MMEngine's Runner at 224 px.
 """
-import copy
 import math
 import os.path as osp
 
@@ -22,11 +21,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from mmengine.config import Config
-from mmengine.registry import init_default_scope
 from torch import nn
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT
+from probe_helpers import (assert_decoder_moved, assert_encoder_saved_as,
+                           assert_probe_is_the_task_base, build_on_meta, train_tiny_probe)
 from reobench_mm.models.backbones.clay import (CLAY_BAND_WAVELENGTHS, ClayV15,
                                                clay_position_code, convert_clay_state_dict)
 from reobench_mm.models.backbones.convert import convert_checkpoint
@@ -451,7 +451,8 @@ def test_probe_config_names_clay_its_inputs_and_the_task_decoder():
     cfg, task = _config(), Config.fromfile(TASK_BASE)
     backbone = cfg.model.backbone
     assert backbone.type == 'ClayV15' and backbone.arch == 'l' and backbone.img_size == 224
-    assert tuple(backbone.band_names) == ('red', 'green', 'blue') and backbone.gsd == pytest.approx(0.05 * 512 / 224)
+    assert tuple(backbone.band_names) == ('red', 'green', 'blue')
+    assert backbone.gsd == pytest.approx(0.05 * 512 / 224)  # an input pixel's ground
     assert 'time' not in backbone and 'latlon' not in backbone  # zeros: unknown
     assert (backbone.frozen_stages, tuple(backbone.out_indices)) == (24, (5, 11, 17, 23))
     assert not backbone.get('final_norm', False)
@@ -461,22 +462,12 @@ def test_probe_config_names_clay_its_inputs_and_the_task_decoder():
     assert preprocessor.mean == [110.16, 115.41, 98.15]  # Clay's NAIP red, green, blue
     assert preprocessor.std == [47.23, 39.82, 35.43]
     assert preprocessor.bgr_to_rgb is True and preprocessor.size == (224, 224)
-    ours, theirs = copy.deepcopy(cfg.model), copy.deepcopy(task.model)
-    for m in (ours, theirs):
-        m.pop('backbone'), m.neck.pop('in_channels')
-        m.data_preprocessor.pop('mean'), m.data_preprocessor.pop('std')
-    assert ours == theirs
-    for key in set(task.keys()) - {'model'}:
-        assert cfg[key] == task[key], key
+    assert_probe_is_the_task_base(cfg, task)
 
 
 def test_probe_config_builds_whole_on_the_meta_device():
     cfg = _config()
-    init_default_scope(cfg.default_scope)
-    with torch.device('meta'):
-        model = MODELS.build(cfg.model)
-        levels = model.backbone(torch.empty(1, 3, 224, 224))
-        logits = model.decode_head(model.neck(levels))
+    model, levels, logits = build_on_meta(cfg, (1, 3, 224, 224))
     backbone = model.backbone
     assert isinstance(backbone, ClayV15) and len(backbone.blocks) == 24
     assert backbone.out_indices == (5, 11, 17, 23) and backbone.frozen_stages == 24
@@ -491,32 +482,11 @@ def test_tiny_clay_probe_trains_through_the_runner_at_224_px(demo_data, tmp_path
     """The probe config with the tiny Clay, its encoder from an official-layout file,
     trained 2 iterations (batch 3 of the 6 demo images, the config's 224 px pipeline):
     the saved encoder is the file's, bit for bit, and the decoder moved."""
-    from mmengine.runner import Runner
     state = _official_state(seed=5)
     weights = _save_lightning(state, tmp_path / 'clay-v1.5.ckpt')
-    cfg = _config()
-    cfg.work_dir = str(tmp_path / 'work')
-    cfg.log_level = 'WARNING'
-    cfg.model.backbone.update(arch=dict(TINY), frozen_stages=4, out_indices=(0, 1, 2, 3),
-                              init_cfg=dict(type='Pretrained', checkpoint=weights))
-    cfg.model.neck.update(in_channels=[32] * 4, out_channels=16)
-    cfg.model.decode_head.update(in_channels=[16] * 4, channels=64)
-    cfg.merge_from_dict({
-        'train_dataloader.batch_size': 3, 'train_dataloader.num_workers': 0,
-        'train_dataloader.persistent_workers': False,
-        'train_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
-        'train_cfg.max_epochs': 1, 'val_cfg': None, 'val_dataloader': None,
-        'val_evaluator': None, 'randomness': dict(seed=0)})
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    losses, _ = runner.message_hub.get_scalar('train/loss').data
-    assert len(losses) == 2 and np.all(np.isfinite(losses))
-    saved = torch.load(osp.join(cfg.work_dir, 'epoch_1.pth'), map_location='cpu',
-                       weights_only=False)['state_dict']
-    encoder = convert_clay_state_dict(state)
-    assert {k[len('backbone.'):] for k in saved if k.startswith('backbone.')} == set(encoder)
-    for key, value in encoder.items():
-        assert torch.equal(saved[f'backbone.{key}'], value), key
-    biases = [k for k in saved if k.startswith(('neck.', 'decode_head.')) and
-              k.endswith('bias')]
-    assert biases and all(saved[k].abs().min() > 0 for k in biases)
+    saved = train_tiny_probe(
+        _config(), osp.join(demo_data, 'potsdam'), str(tmp_path / 'work'), iterations=2,
+        checkpoint=weights, neck_channels=[32] * 4,
+        backbone=dict(arch=dict(TINY), frozen_stages=4, out_indices=(0, 1, 2, 3)))
+    assert_encoder_saved_as(saved, convert_clay_state_dict(state), exact=True)
+    assert_decoder_moved(saved)

@@ -29,10 +29,11 @@ import timm
 import torch
 import torch.nn.functional as F
 from mmengine.config import Config
-from mmengine.registry import init_default_scope
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT
+from probe_helpers import (assert_decoder_moved, assert_encoder_saved_as,
+                           assert_probe_is_the_task_base, build_on_meta, train_tiny_probe)
 from reobench_mm.models.backbones import check_state_dict
 from reobench_mm.models.backbones.timm_features import (block_feature_indices,
                                                         convert_original_layout)
@@ -337,13 +338,7 @@ def test_probe_config_resolves_to_dinov3_and_the_224_task(name):
     np.testing.assert_allclose(cfg.model.data_preprocessor.mean, np.array(mean) * 255)
     np.testing.assert_allclose(cfg.model.data_preprocessor.std, np.array(std) * 255)
     assert list(cfg.model.neck.in_channels) == [1024] * 4
-    ours, theirs = copy.deepcopy(cfg.model), copy.deepcopy(task.model)
-    for m in (ours, theirs):
-        m.pop('backbone'), m.neck.pop('in_channels')
-        m.data_preprocessor.pop('mean'), m.data_preprocessor.pop('std')
-    assert ours == theirs
-    for key in set(task.keys()) - {'model'}:
-        assert cfg[key] == task[key], key
+    assert_probe_is_the_task_base(cfg, task)
 
 
 @pytest.mark.parametrize('name', sorted(PROBES))
@@ -351,11 +346,7 @@ def test_probe_config_builds_whole_on_the_meta_device(name):
     """ViT-L/16 itself without allocating it: 24 blocks, the hooked ones the last of each
     quarter, four 1024-channel maps at stride 16 of the 224 px input, logits at 14x14."""
     cfg = _config(name)
-    init_default_scope(cfg.default_scope)
-    with torch.device('meta'):
-        model = MODELS.build(cfg.model)
-        levels = model.backbone(torch.empty(1, 3, 224, 224))
-        logits = model.decode_head(model.neck(levels))
+    model, levels, logits = build_on_meta(cfg, (1, 3, 224, 224))
     trunk = model.backbone.trunk.model
     assert type(trunk).__name__ == 'Eva' and len(trunk.blocks) == 24
     assert trunk.num_prefix_tokens == 1 + REGISTERS and trunk.patch_embed.patch_size == (16, 16)
@@ -375,33 +366,13 @@ def test_tiny_probe_trains_through_the_runner_at_224_px(demo_data, tmp_path):
     trained 2 iterations (batch 3) on the demo data resized to 224 px (a narrow decoder):
     the encoder in the checkpoint is the loaded one, bit for bit, and the decoder's biases
     (zero at first) moved."""
-    from mmengine.runner import Runner
     state = _meta_state_dict()
     weights = str(tmp_path / 'tiny_meta.pth')
     torch.save(state, weights)
     reference = _encoder(checkpoint=weights).state_dict()
-    cfg = _config('dinov3-sat-l16')
-    cfg.work_dir = str(tmp_path / 'work')
-    cfg.log_level = 'WARNING'
-    cfg.model.backbone.update(model_name=TINY_NAME, model_args=dict(TINY),
-                              out_indices=TINY_HOOKS)
-    cfg.merge_from_dict({
-        'model.backbone.init_cfg.checkpoint': weights,
-        'model.neck.in_channels': [TINY['embed_dim']] * 4, 'model.neck.out_channels': 16,
-        'model.decode_head.in_channels': [16] * 4, 'model.decode_head.channels': 64,
-        'train_dataloader.batch_size': 3, 'train_dataloader.num_workers': 0,
-        'train_dataloader.persistent_workers': False,
-        'train_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
-        'train_cfg.max_epochs': 1, 'val_cfg': None, 'val_dataloader': None,
-        'val_evaluator': None, 'randomness': dict(seed=0)})
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    losses, _ = runner.message_hub.get_scalar('train/loss').data
-    assert len(losses) == 2 and np.all(np.isfinite(losses))
-    saved = torch.load(osp.join(cfg.work_dir, 'epoch_1.pth'), map_location='cpu',
-                       weights_only=False)['state_dict']
-    for key, value in reference.items():
-        assert torch.equal(saved[f'backbone.{key}'], value), key
-    biases = [k for k in saved if k.startswith(('neck.', 'decode_head.')) and
-              k.endswith('bias')]
-    assert len(biases) == 9 and all(saved[k].abs().min() > 0 for k in biases)
+    saved = train_tiny_probe(
+        _config('dinov3-sat-l16'), osp.join(demo_data, 'potsdam'), str(tmp_path / 'work'),
+        iterations=2, checkpoint=weights, neck_channels=[TINY['embed_dim']] * 4,
+        backbone=dict(model_name=TINY_NAME, model_args=dict(TINY), out_indices=TINY_HOOKS))
+    assert_encoder_saved_as(saved, reference)
+    assert_decoder_moved(saved, 9)

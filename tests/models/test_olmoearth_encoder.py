@@ -29,6 +29,8 @@ from mmengine.registry import init_default_scope
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT
+from probe_helpers import (assert_decoder_moved, assert_encoder_saved_as, build_on_meta,
+                           seg_samples, train_tiny_probe)
 from reobench_mm.models.backbones.base import check_state_dict
 from reobench_mm.models.backbones.olmoearth import (DROPPED_OFFICIAL_KEYS, OlmoEarth,
                                                     olmoearth_band_index)
@@ -318,11 +320,7 @@ def test_probe_config_builds_whole_on_the_meta_device(arch):
     name = 'Base' if arch == 'base' else 'Tiny'
     assert backbone.init_cfg.checkpoint == f'checkpoints/OlmoEarth-v1-{name}/weights.pth'
     assert (backbone.frozen_stages, tuple(backbone.out_indices)) == (12, (2, 5, 8, 11))
-    init_default_scope(cfg.default_scope)
-    with torch.device('meta'):
-        model = MODELS.build(cfg.model)
-        levels = model.backbone(torch.empty(1, 3, 224, 224))
-        logits = model.decode_head(model.neck(levels))
+    model, levels, logits = build_on_meta(cfg, (1, 3, 224, 224))
     width = WIDTH[arch]
     assert [tuple(x.shape) for x in levels] == [(1, width, 28, 28)] * 4
     assert list(cfg.model.neck.in_channels) == [width] * 4
@@ -348,8 +346,6 @@ def _tiny_probe(checkpoint=None):
 
 def test_tiny_probe_trains_its_decoder_only():
     from mmengine.optim import build_optim_wrapper
-    from mmengine.structures import PixelData
-    from mmseg.structures import SegDataSample
     cfg, model_cfg = _tiny_probe()
     torch.manual_seed(0)
     model = MODELS.build(model_cfg)
@@ -357,13 +353,7 @@ def test_tiny_probe_trains_its_decoder_only():
     optim = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
     encoder = {k: v.clone() for k, v in model.backbone.state_dict().items()}
     gen = torch.Generator().manual_seed(0)
-    samples = []
-    for _ in range(2):
-        sample = SegDataSample(metainfo=dict(img_shape=(224, 224), ori_shape=(224, 224),
-                                             pad_shape=(224, 224)))
-        sample.gt_sem_seg = PixelData(data=torch.randint(0, NUM_CLASSES, (1, 224, 224),
-                                                         generator=gen))
-        samples.append(sample)
+    samples = seg_samples(224, NUM_CLASSES, gen)
     inputs = [torch.randint(0, 255, (3, 224, 224), dtype=torch.uint8, generator=gen)
               for _ in range(2)]
     model.train()
@@ -381,28 +371,12 @@ def test_tiny_olmoearth_probe_trains_through_the_runner_at_224_px(demo_data, tmp
     """The tiny-config probe with a 4-block, 32-wide OlmoEarth (patch 8, official-layout
     file) trained 2 iterations (6 demo images resized to 224, batch 3): the saved encoder
     is the file's, and the decoder's biases (zero at first) moved."""
-    from mmengine.runner import Runner
     state = official_state_dict(kernel=8)
     weights = str(tmp_path / 'weights.pth')
     torch.save(state, weights)
     cfg, model_cfg = _tiny_probe(weights)
     cfg.model = model_cfg
-    cfg.work_dir = str(tmp_path / 'work')
-    cfg.log_level = 'WARNING'
-    cfg.merge_from_dict({
-        'train_dataloader.batch_size': 3, 'train_dataloader.num_workers': 0,
-        'train_dataloader.persistent_workers': False,
-        'train_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
-        'train_cfg.max_epochs': 1, 'val_cfg': None, 'val_dataloader': None,
-        'val_evaluator': None, 'randomness': dict(seed=0)})
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    losses, _ = runner.message_hub.get_scalar('train/loss').data
-    assert len(losses) == 2 and np.all(np.isfinite(losses))
-    saved = torch.load(osp.join(cfg.work_dir, 'epoch_1.pth'), map_location='cpu',
-                       weights_only=False)['state_dict']
-    for key, value in OlmoEarth.convert_official_state_dict(state).items():
-        assert torch.equal(saved[f'backbone.{key}'], value), key
-    biases = [k for k in saved if k.startswith(('neck.', 'decode_head.')) and
-              k.endswith('bias')]
-    assert len(biases) == 9 and all(saved[k].abs().min() > 0 for k in biases)
+    saved = train_tiny_probe(cfg, osp.join(demo_data, 'potsdam'), str(tmp_path / 'work'),
+                             iterations=2)
+    assert_encoder_saved_as(saved, OlmoEarth.convert_official_state_dict(state))
+    assert_decoder_moved(saved, 9)

@@ -32,6 +32,9 @@ from mmengine.registry import init_default_scope
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT
+from probe_helpers import (assert_decoder_moved, assert_encoder_saved_as,
+                           assert_probe_is_the_task_base, build_on_meta, crop_pipeline,
+                           seg_samples, train_tiny_probe)
 from reobench_mm.models.backbones.convert import convert_checkpoint
 from reobench_mm.models.backbones.panopticon import (PANOPTICON_BAND_WAVELENGTHS, Panopticon,
                                                      wavelengths_from_band_names)
@@ -401,13 +404,7 @@ def test_probe_config_resolves_to_the_encoder_and_the_task_decoder():
         math.floor(v) for v in wavelengths_from_band_names(('B04', 'B03', 'B02'))]
     assert cfg.model.data_preprocessor.bgr_to_rgb is True  # the bands arrive as R, G, B
     assert (cfg.patch_size, cfg.model.neck.in_channels) == (14, [768] * 4)
-    ours, theirs = copy.deepcopy(cfg.model), copy.deepcopy(task.model)
-    for m in (ours, theirs):
-        m.pop('backbone'), m.neck.pop('in_channels')
-        m.data_preprocessor.pop('mean'), m.data_preprocessor.pop('std')
-    assert ours == theirs
-    for key in set(task.keys()) - {'model'}:
-        assert cfg[key] == task[key], key
+    assert_probe_is_the_task_base(cfg, task)
     twin = _config(512)
     assert twin.model.backbone == dict(backbone, img_size=512)
 
@@ -416,13 +413,9 @@ def test_probe_config_builds_whole_on_the_meta_device():
     """The configured ViT-B/14 without allocating it: 16×16 maps (stride 14) at 224 px from
     the hooked blocks, 768 channels, the logits at the maps' size."""
     cfg = _config()
-    init_default_scope(cfg.default_scope)
     model_cfg = copy.deepcopy(cfg.model)
     model_cfg.backbone.pop('init_cfg')
-    with torch.device('meta'):
-        model = MODELS.build(model_cfg)
-        levels = model.backbone(torch.empty(2, 3, 224, 224))
-        logits = model.decode_head(model.neck(levels))
+    model, levels, logits = build_on_meta(cfg, (2, 3, 224, 224), model_cfg)
     assert [tuple(x.shape) for x in levels] == [(2, 768, 16, 16)] * 4
     assert logits.shape == (2, NUM_CLASSES, 16, 16)
     assert model.backbone.out_indices == (2, 5, 8, 11) and len(model.backbone.blocks) == 12
@@ -447,8 +440,6 @@ def _tiny_probe(cfg: Config, checkpoint=None):
 
 
 def test_tiny_probe_trains_its_decoder_only():
-    from mmengine.structures import PixelData
-    from mmseg.structures import SegDataSample
     cfg = _tiny_probe(_config())
     init_default_scope(cfg.default_scope)
     torch.manual_seed(0)
@@ -457,12 +448,7 @@ def test_tiny_probe_trains_its_decoder_only():
     optim_cfg = copy.deepcopy(cfg.optim_wrapper)
     optim_cfg.optimizer.lr = 0.5
     optim = build_optim_wrapper(model, optim_cfg)
-    samples = []
-    for _ in range(2):
-        sample = SegDataSample(metainfo=dict(img_shape=(224, 224), ori_shape=(224, 224),
-                                             pad_shape=(224, 224)))
-        sample.gt_sem_seg = PixelData(data=torch.randint(0, NUM_CLASSES, (1, 224, 224)))
-        samples.append(sample)
+    samples = seg_samples(224, NUM_CLASSES)
     batch = dict(inputs=[torch.randint(0, 255, (3, 224, 224), dtype=torch.uint8)] * 2,
                  data_samples=samples)
     encoder = {k: v.clone() for k, v in model.backbone.state_dict().items()}
@@ -482,33 +468,13 @@ def test_tiny_probe_trains_through_the_runner_at_224_px(demo_data, tmp_path):
     """The probe config with the tiny trunk, its encoder from a file in the official
     layout, trained one epoch (2 iterations of 3 images) on 224 px crops of the demo data:
     the saved encoder is the file's, converted, bit for bit; the decoder moved."""
-    from mmengine.runner import Runner
     sd = official_state_dict(grid=37, seed=4, depth=4, patch=14)
     weights = str(tmp_path / 'panopticon_vitb14_teacher.pth')
     torch.save(sd, weights)
-    cfg = _tiny_probe(_config(), weights)
-    cfg.work_dir = str(tmp_path / 'work')
-    cfg.log_level = 'WARNING'
-    cfg.merge_from_dict({
-        'train_dataloader.batch_size': 3, 'train_dataloader.num_workers': 0,
-        'train_dataloader.persistent_workers': False,
-        'train_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
-        'train_dataloader.dataset.pipeline': [
-            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', reduce_zero_label=True),
-            dict(type='RandomCrop', crop_size=(224, 224)), dict(type='PackSegInputs')],
-        'train_cfg.max_epochs': 1, 'val_cfg': None, 'val_dataloader': None,
-        'val_evaluator': None, 'randomness': dict(seed=0)})
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    losses, _ = runner.message_hub.get_scalar('train/loss').data
-    assert len(losses) == 2 and np.all(np.isfinite(losses))
-    saved = torch.load(osp.join(cfg.work_dir, 'epoch_1.pth'), map_location='cpu',
-                       weights_only=False)['state_dict']
-    tiny = Panopticon(arch=cfg.model.backbone.arch, img_size=224)
+    saved = train_tiny_probe(_tiny_probe(_config(), weights), osp.join(demo_data, 'potsdam'),
+                             str(tmp_path / 'work'), iterations=2, pipeline=crop_pipeline(224))
+    tiny = Panopticon(arch=_tiny_probe(_config()).model.backbone.arch, img_size=224)
     expected = tiny.adapt_state_dict(Panopticon.convert_official_state_dict(sd))
     assert expected['pos_embed'].shape == (1, 1 + 16 * 16, D)
-    for key, value in expected.items():
-        assert torch.equal(saved[f'backbone.{key}'], value), key
-    biases = [k for k in saved if k.startswith(('neck.', 'decode_head.')) and
-              k.endswith('bias')]
-    assert len(biases) == 9 and all(saved[k].abs().min() > 0 for k in biases)
+    assert_encoder_saved_as(saved, expected)
+    assert_decoder_moved(saved, 9)

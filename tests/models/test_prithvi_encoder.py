@@ -36,6 +36,8 @@ from torch import nn
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT
+from probe_helpers import (assert_decoder_moved, assert_encoder_saved_as, build_on_meta,
+                           seg_samples, train_tiny_probe)
 from reobench_mm.models.backbones.base import check_state_dict
 from reobench_mm.models.backbones.prithvi import (DROPPED_OFFICIAL_KEYS, PRITHVI_V2_MEAN,
                                                   PRITHVI_V2_STD, PrithviV2,
@@ -441,11 +443,7 @@ def test_probe_config_builds_whole_on_the_meta_device():
     assert tuple(std[i] for i in S2_POSITIONS) == PRITHVI_V2_STD
     others = [i for i in range(13) if i not in S2_POSITIONS]
     assert {mean[i] for i in others} == {0.0} and {std[i] for i in others} == {1.0}
-    init_default_scope(cfg.default_scope)
-    with torch.device('meta'):
-        model = MODELS.build(cfg.model)
-        levels = model.backbone(torch.empty(1, 13, 224, 224))
-        logits = model.decode_head(model.neck(levels))
+    model, levels, logits = build_on_meta(cfg, (1, 13, 224, 224))
     assert model.backbone.band_indices == S2_POSITIONS
     assert (model.backbone.depth, model.backbone.embed_dims) == (24, 1024)
     assert [tuple(x.shape) for x in levels] == [(1, 1024, 14, 14)] * 4
@@ -467,8 +465,6 @@ def _tiny_model_cfg(checkpoint=None):
 
 
 def test_narrowed_probe_trains_its_decoder_only():
-    from mmengine.structures import PixelData
-    from mmseg.structures import SegDataSample
     cfg, model_cfg = _tiny_model_cfg()
     model_cfg.data_preprocessor.size = (64, 64)
     init_default_scope(cfg.default_scope)
@@ -478,12 +474,7 @@ def test_narrowed_probe_trains_its_decoder_only():
     optim_cfg = copy.deepcopy(cfg.optim_wrapper)
     optim_cfg.optimizer.lr = 0.5
     optim = build_optim_wrapper(model, optim_cfg)
-    samples = []
-    for _ in range(2):
-        sample = SegDataSample(metainfo=dict(img_shape=(64, 64), ori_shape=(64, 64),
-                                             pad_shape=(64, 64)))
-        sample.gt_sem_seg = PixelData(data=torch.randint(0, 4, (1, 64, 64)))
-        samples.append(sample)
+    samples = seg_samples(64, 4)
     data = dict(inputs=[torch.randint(0, 10000, (13, 64, 64), dtype=torch.int16)] * 2,
                 data_samples=samples)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -504,7 +495,6 @@ def test_probe_trains_through_the_runner_at_224_px(tmp_path):
     by the config's pipeline): the encoder in the checkpoint is the file's, bit for bit;
     the decoder moved."""
     from calibration_fakes import write_cloudsen12
-    from mmengine.runner import Runner
     fake_root = str(tmp_path / 'cloudsen12')
     write_cloudsen12(fake_root)
     torch.manual_seed(0)
@@ -516,23 +506,8 @@ def test_probe_trains_through_the_runner_at_224_px(tmp_path):
     cfg, model_cfg = _tiny_model_cfg(weights)
     model_cfg.backbone.arch['patch_size'] = 16
     cfg.model = model_cfg
-    cfg.work_dir = str(tmp_path / 'work')
-    cfg.log_level = 'WARNING'
-    cfg.merge_from_dict({
-        'train_dataloader.batch_size': 1, 'train_dataloader.num_workers': 0,
-        'train_dataloader.persistent_workers': False,
-        'train_dataloader.dataset.data_root': fake_root,
-        'train_cfg.max_epochs': 1, 'val_cfg': None, 'val_dataloader': None,
-        'val_evaluator': None, 'randomness': dict(seed=0)})
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    losses, _ = runner.message_hub.get_scalar('train/loss').data
-    assert len(losses) == 2 and np.all(np.isfinite(losses))
-    saved = torch.load(osp.join(cfg.work_dir, 'epoch_1.pth'), map_location='cpu',
-                       weights_only=False)['state_dict']
-    for key, value in PrithviV2.convert_official_state_dict(state).items():
-        assert torch.equal(saved[f'backbone.{key}'], value), key
+    saved = train_tiny_probe(cfg, fake_root, str(tmp_path / 'work'), iterations=2,
+                             batch_size=1)
+    assert_encoder_saved_as(saved, PrithviV2.convert_official_state_dict(state))
     assert not any(k.startswith('backbone.decoder') for k in saved)
-    biases = [k for k in saved if k.startswith(('neck.', 'decode_head.')) and
-              k.endswith('bias')]
-    assert len(biases) == 9 and all(saved[k].abs().min() > 0 for k in biases)
+    assert_decoder_moved(saved, 9)

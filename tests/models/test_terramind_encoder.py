@@ -17,19 +17,18 @@
 - The probe config built whole on the meta device; the tiny variant trains 2 iterations
   through MMEngine's Runner at 224 px.
 """
-import copy
 import math
 import os.path as osp
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from mmengine.config import Config
-from mmengine.registry import init_default_scope
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT
+from probe_helpers import (assert_decoder_moved, assert_encoder_saved_as,
+                           assert_probe_is_the_task_base, build_on_meta, train_tiny_probe)
 from reobench_mm.models.backbones.convert import convert_checkpoint
 from reobench_mm.models.backbones.terramind import (TERRAMIND_BANDS, TerraMind,
                                                     terramind_band_indices,
@@ -398,22 +397,12 @@ def test_probe_config_names_terramind_its_inputs_and_the_task_decoder():
     preprocessor = cfg.model.data_preprocessor
     assert [preprocessor.mean, preprocessor.std] == list(terramind_input_stats(['RGB']))
     assert preprocessor.bgr_to_rgb is True and preprocessor.size == (224, 224)
-    ours, theirs = copy.deepcopy(cfg.model), copy.deepcopy(task.model)
-    for m in (ours, theirs):
-        m.pop('backbone'), m.neck.pop('in_channels')
-        m.data_preprocessor.pop('mean'), m.data_preprocessor.pop('std')
-    assert ours == theirs
-    for key in set(task.keys()) - {'model'}:
-        assert cfg[key] == task[key], key
+    assert_probe_is_the_task_base(cfg, task)
 
 
 def test_probe_config_builds_whole_on_the_meta_device():
     cfg = _config()
-    init_default_scope(cfg.default_scope)
-    with torch.device('meta'):
-        model = MODELS.build(cfg.model)
-        levels = model.backbone(torch.empty(1, 3, 224, 224))
-        logits = model.decode_head(model.neck(levels))
+    model, levels, logits = build_on_meta(cfg, (1, 3, 224, 224))
     backbone = model.backbone
     assert isinstance(backbone, TerraMind) and len(backbone.encoder) == 12
     assert backbone.out_indices == (2, 5, 8, 11) and backbone.frozen_stages == 12
@@ -434,36 +423,16 @@ def test_tiny_terramind_probe_trains_through_the_runner_at_224_px(demo_data, tmp
     """The probe config with the tiny TerraMind, its encoder from an official-layout
     file, trained 2 iterations (batch 3 of the 6 demo images, the config's 224 px
     pipeline): the saved encoder is the file's, bit for bit, and the decoder moved."""
-    from mmengine.runner import Runner
     state = _official_state(seed=7)
     weights = str(tmp_path / 'TerraMind_v1_tiny.pt')
     torch.save(state, weights)
-    cfg = _config()
-    cfg.work_dir = str(tmp_path / 'work')
-    cfg.log_level = 'WARNING'
-    cfg.model.backbone.update(arch=dict(TINY), frozen_stages=4, out_indices=(0, 1, 2, 3),
-                              init_cfg=dict(type='Pretrained', checkpoint=weights))
-    cfg.model.neck.update(in_channels=[32] * 4, out_channels=16)
-    cfg.model.decode_head.update(in_channels=[16] * 4, channels=64)
-    cfg.merge_from_dict({
-        'train_dataloader.batch_size': 3, 'train_dataloader.num_workers': 0,
-        'train_dataloader.persistent_workers': False,
-        'train_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
-        'train_cfg.max_epochs': 1, 'val_cfg': None, 'val_dataloader': None,
-        'val_evaluator': None, 'randomness': dict(seed=0)})
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    losses, _ = runner.message_hub.get_scalar('train/loss').data
-    assert len(losses) == 2 and np.all(np.isfinite(losses))
-    saved = torch.load(osp.join(cfg.work_dir, 'epoch_1.pth'), map_location='cpu',
-                       weights_only=False)['state_dict']
+    saved = train_tiny_probe(
+        _config(), osp.join(demo_data, 'potsdam'), str(tmp_path / 'work'), iterations=2,
+        checkpoint=weights, neck_channels=[32] * 4,
+        backbone=dict(arch=dict(TINY), frozen_stages=4, out_indices=(0, 1, 2, 3)))
     encoder = {k: v for k, v in state.items() if k.startswith(
         ('encoder_embeddings.untok_sen2rgb@224.proj', 'encoder_embeddings.untok_sen2rgb@224.mod',
          'encoder.')) and not k.endswith('.bias')}
     encoder['encoder_norm.weight'] = state['encoder_norm.weight']
-    assert {k[len('backbone.'):] for k in saved if k.startswith('backbone.')} == set(encoder)
-    for key, value in encoder.items():
-        assert torch.equal(saved[f'backbone.{key}'], value), key
-    biases = [k for k in saved if k.startswith(('neck.', 'decode_head.')) and
-              k.endswith('bias')]
-    assert biases and all(saved[k].abs().min() > 0 for k in biases)
+    assert_encoder_saved_as(saved, encoder, exact=True)
+    assert_decoder_moved(saved)

@@ -30,6 +30,9 @@ from mmengine.registry import init_default_scope
 
 import reobench_mm  # noqa: F401  (registration)
 from helpers import PROJECT_ROOT
+from probe_helpers import (assert_decoder_moved, assert_encoder_saved_as,
+                           assert_probe_is_the_task_base, build_on_meta, crop_pipeline,
+                           seg_samples, train_tiny_probe)
 from reobench_mm.models.backbones import check_state_dict
 from reobench_mm.models.backbones.rcf import RandomConvFeatures
 from reobench_mm.models.backbones.timm_features import (read_timm_state_dict,
@@ -364,13 +367,7 @@ def test_probe_config_resolves_to_its_encoder_and_the_task_decoder(name):
     np.testing.assert_allclose(cfg.model.data_preprocessor.mean, np.array(mean) * 255)
     np.testing.assert_allclose(cfg.model.data_preprocessor.std, np.array(std) * 255)
     # the decoder, data, schedule and optimiser are the task base's
-    ours, theirs = copy.deepcopy(cfg.model), copy.deepcopy(task.model)
-    for m in (ours, theirs):
-        m.pop('backbone'), m.neck.pop('in_channels')
-        m.data_preprocessor.pop('mean'), m.data_preprocessor.pop('std')
-    assert ours == theirs
-    for key in set(task.keys()) - {'model'}:
-        assert cfg[key] == task[key], key
+    assert_probe_is_the_task_base(cfg, task)
 
 
 @pytest.mark.parametrize('name', sorted(PROBES))
@@ -379,11 +376,7 @@ def test_probe_config_builds_whole_on_the_meta_device(name):
     encoder's, the levels are at strides 4 to 32 (a ViT: all at 16), the logits at the
     finest level's size."""
     cfg = _config(name)
-    init_default_scope(cfg.default_scope)
-    with torch.device('meta'):
-        model = MODELS.build(cfg.model)
-        levels = model.backbone(torch.empty(1, 3, 512, 512))
-        logits = model.decode_head(model.neck(levels))
+    model, levels, logits = build_on_meta(cfg, (1, 3, 512, 512))
     assert [x.shape[1] for x in levels] == list(cfg.model.neck.in_channels)
     strides = (16, ) * 4 if name in VIT_HOOKS else (4, 8, 16, 32)
     assert [tuple(x.shape[-2:]) for x in levels] == [(512 // s, 512 // s) for s in strides]
@@ -423,16 +416,8 @@ def _small_model(name: str):
 
 
 def _batch(seed: int = 0) -> dict:
-    from mmengine.structures import PixelData
-    from mmseg.structures import SegDataSample
     generator = torch.Generator().manual_seed(seed)
-    samples = []
-    for _ in range(2):
-        sample = SegDataSample(metainfo=dict(img_shape=(64, 64), ori_shape=(64, 64),
-                                             pad_shape=(64, 64)))
-        sample.gt_sem_seg = PixelData(data=torch.randint(0, NUM_CLASSES, (1, 64, 64),
-                                                         generator=generator))
-        samples.append(sample)
+    samples = seg_samples(64, NUM_CLASSES, generator)
     inputs = [torch.randint(0, 255, (3, 64, 64), dtype=torch.uint8, generator=generator)
               for _ in range(2)]
     return dict(inputs=inputs, data_samples=samples)
@@ -469,35 +454,15 @@ def test_resnet18_probe_trains_through_the_runner_at_224_px(demo_data, tmp_path)
     """The ResNet-18 probe config, its encoder from a timm file (random weights), trained
     one epoch (3 iterations, batch 2) on 224 px crops of the demo data: the checkpoint's
     encoder is the file's, bit for bit, and the decoder's biases (zero at first) moved."""
-    from mmengine.runner import Runner
     state = _timm_reference('resnet18').state_dict()
     weights = str(tmp_path / 'resnet18.pth')
     torch.save(state, weights)
     cfg = _config('resnet-18')
-    cfg.work_dir = str(tmp_path / 'work')
-    cfg.log_level = 'WARNING'
-    cfg.merge_from_dict({
-        'model.backbone.init_cfg.checkpoint': weights,
-        'model.data_preprocessor.size': (224, 224),
-        'train_dataloader.batch_size': 2, 'train_dataloader.num_workers': 0,
-        'train_dataloader.persistent_workers': False,
-        'train_dataloader.dataset.data_root': osp.join(demo_data, 'potsdam'),
-        'train_dataloader.dataset.pipeline': [
-            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', reduce_zero_label=True),
-            dict(type='RandomCrop', crop_size=(224, 224)), dict(type='PackSegInputs')],
-        'train_cfg.max_epochs': 1, 'val_cfg': None, 'val_dataloader': None,
-        'val_evaluator': None, 'randomness': dict(seed=0)})
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    losses, _ = runner.message_hub.get_scalar('train/loss').data
-    assert len(losses) == 3 and np.all(np.isfinite(losses))
-    saved = torch.load(osp.join(cfg.work_dir, 'epoch_1.pth'), map_location='cpu',
-                       weights_only=False)['state_dict']
-    for key, value in state.items():
-        if key.startswith('fc.'):
-            assert f'backbone.trunk.{key}' not in saved
-        else:
-            assert torch.equal(saved[f'backbone.trunk.{key}'], value), key
-    biases = [k for k in saved if k.startswith(('neck.', 'decode_head.')) and
-              k.endswith('bias')]
-    assert len(biases) == 9 and all(saved[k].abs().min() > 0 for k in biases)
+    cfg.model.data_preprocessor.size = (224, 224)
+    saved = train_tiny_probe(cfg, osp.join(demo_data, 'potsdam'), str(tmp_path / 'work'),
+                             iterations=3, batch_size=2, checkpoint=weights,
+                             pipeline=crop_pipeline(224))
+    assert all(f'backbone.trunk.{k}' not in saved for k in state if k.startswith('fc.'))
+    assert_encoder_saved_as(saved, {k: v for k, v in state.items() if not k.startswith('fc.')},
+                            prefix='backbone.trunk.')
+    assert_decoder_moved(saved, 9)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import re
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint as cp
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 from torch import nn
@@ -168,6 +169,33 @@ def check_state_dict(module: nn.Module, state_dict: Dict[str, torch.Tensor],
 
 
 # ------------------------------------------------------------------------------ backbone
+def freeze_module(module: nn.Module) -> None:
+    """Put ``module`` in evaluation mode and stop gradients to all its parameters."""
+    module.eval()
+    for param in module.parameters():
+        param.requires_grad_(False)
+
+
+def load_init_checkpoint(module: BaseModule) -> bool:
+    """Load ``module.init_cfg``'s ``dict(type='Pretrained', checkpoint=PATH)`` through
+    its ``load_pretrained`` and mark it initialised; False (nothing loaded) for any other
+    ``init_cfg``.
+
+    Raises:
+        ValueError: the ``Pretrained`` entry has other keys than ``checkpoint``.
+    """
+    init_cfg = module.init_cfg
+    if not (isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained'):
+        return False
+    unknown = set(init_cfg) - {'type', 'checkpoint'}
+    if unknown:
+        raise ValueError(f'init_cfg Pretrained takes only checkpoint=PATH here, '
+                         f'got also {sorted(unknown)}')
+    module.load_pretrained(init_cfg['checkpoint'])
+    module._is_init = True
+    return True
+
+
 class DenseViTBackbone(BaseModule):
     """Base of the package's ViT backbones for dense tasks.
 
@@ -247,6 +275,23 @@ class DenseViTBackbone(BaseModule):
         return state_dict
 
     # ---- shared behaviour
+    def run_blocks(self, tokens: torch.Tensor,
+                   to_map: Callable[[int, torch.Tensor], torch.Tensor]) -> List[torch.Tensor]:
+        """Run :attr:`blocks_list` over ``tokens`` up to the last of ``out_indices`` (each
+        block under gradient checkpointing when ``with_cp``, training, with gradients) and
+        return ``to_map(index, tokens)`` for every block of ``out_indices``, in order."""
+        levels = []
+        for index, block in enumerate(self.blocks_list):
+            if self.with_cp and self.training and tokens.requires_grad:
+                tokens = cp.checkpoint(block, tokens, use_reentrant=False)
+            else:
+                tokens = block(tokens)
+            if index in self.out_indices:
+                levels.append(to_map(index, tokens))
+            if index == self.out_indices[-1]:
+                break
+        return levels
+
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """The 4 pyramid inputs: the maps of ``out_indices``, or with
         ``pyramid_source='last_block'`` the last block's normalised map 4 times."""
@@ -297,9 +342,7 @@ class DenseViTBackbone(BaseModule):
             if isinstance(target, nn.Parameter):
                 target.requires_grad_(False)
             else:
-                target.eval()
-                for param in target.parameters():
-                    param.requires_grad_(False)
+                freeze_module(target)
 
     def train(self, mode: bool = True) -> 'DenseViTBackbone':
         super().train(mode)
@@ -307,15 +350,8 @@ class DenseViTBackbone(BaseModule):
         return self
 
     def init_weights(self) -> None:
-        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
-            unknown = set(self.init_cfg) - {'type', 'checkpoint'}
-            if unknown:
-                raise ValueError(f'init_cfg Pretrained takes only checkpoint=PATH here, '
-                                 f'got also {sorted(unknown)}')
-            self.load_pretrained(self.init_cfg['checkpoint'])
-            self._is_init = True
-            return
-        super().init_weights()
+        if not load_init_checkpoint(self):
+            super().init_weights()
 
     def load_pretrained(self, path: str) -> List[str]:
         """Load an official checkpoint (converted on the fly) or one written by

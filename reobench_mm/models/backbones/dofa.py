@@ -44,7 +44,6 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 from timm.models.vision_transformer import Block
 from torch import nn
 
@@ -329,17 +328,12 @@ class DOFA(DenseViTBackbone):
         tokens = patches.flatten(2).transpose(1, 2) + pos[:, 1:]
         cls = (self.cls_token + pos[:, :1]).expand(batch, -1, -1)
         tokens = torch.cat([cls, tokens], dim=1)
-        levels = []
-        for index, block in enumerate(self.blocks):
-            if self.with_cp and self.training and tokens.requires_grad:
-                tokens = cp.checkpoint(block, tokens, use_reentrant=False)
-            else:
-                tokens = block(tokens)
-            if index in self.out_indices:
-                out = self.norm(tokens) if self.final_norm else tokens
-                levels.append(out[:, 1:].transpose(1, 2).reshape(batch, dims, rows, cols))
-            if index == self.out_indices[-1]:
-                break
+
+        def to_map(index: int, out: torch.Tensor) -> torch.Tensor:
+            out = self.norm(out) if self.final_norm else out
+            return out[:, 1:].transpose(1, 2).reshape(batch, dims, rows, cols)
+
+        return self.run_blocks(tokens, to_map)
         return levels
 
     def adapt_state_dict(self, state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:

@@ -60,7 +60,6 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 from timm.models.vision_transformer import Block
 from torch import nn
 
@@ -345,19 +344,13 @@ class OlmoEarth(DenseViTBackbone):
     def forward_levels(self, x: torch.Tensor) -> List[torch.Tensor]:
         tokens, (rows, cols) = self.embed(x)
         batch, sets = tokens.shape[0], len(self.used_sets)
-        levels = []
-        for index, block in enumerate(self.blocks):
-            if self.with_cp and self.training and tokens.requires_grad:
-                tokens = cp.checkpoint(block, tokens, use_reentrant=False)
-            else:
-                tokens = block(tokens)
-            if index in self.out_indices:
-                out = self.norm(tokens) if self.final_norm else tokens
-                out = out.reshape(batch, rows, cols, sets, self.embed_dims).mean(dim=3)
-                levels.append(out.permute(0, 3, 1, 2))
-            if index == self.out_indices[-1]:
-                break
-        return levels
+
+        def to_map(index: int, out: torch.Tensor) -> torch.Tensor:
+            out = self.norm(out) if self.final_norm else out
+            out = out.reshape(batch, rows, cols, sets, self.embed_dims).mean(dim=3)
+            return out.permute(0, 3, 1, 2)
+
+        return self.run_blocks(tokens, to_map)
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod

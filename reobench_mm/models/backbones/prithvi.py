@@ -48,7 +48,6 @@ from functools import partial
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-import torch.utils.checkpoint as cp
 from timm.models.vision_transformer import Block
 from torch import nn
 
@@ -383,19 +382,13 @@ class PrithviV2(DenseViTBackbone):
         if location is not None:
             tokens = tokens + location.to(tokens.dtype)
         x = torch.cat([self.cls_token.expand(batch, -1, -1).to(tokens.dtype), tokens], dim=1)
-        levels = []
-        for index, block in enumerate(self.blocks):
-            if self.with_cp and self.training and x.requires_grad:
-                x = cp.checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x)
-            if index in self.out_indices:
-                out = self.norm(x) if self.final_norm else x
-                out = out[:, 1:].reshape(batch, frames, rows, cols, self.embed_dims)
-                levels.append(out.permute(0, 1, 4, 2, 3).reshape(batch, -1, rows, cols))
-            if index == self.out_indices[-1]:
-                break
-        return levels
+
+        def to_map(index: int, out: torch.Tensor) -> torch.Tensor:
+            out = self.norm(out) if self.final_norm else out
+            out = out[:, 1:].reshape(batch, frames, rows, cols, self.embed_dims)
+            return out.permute(0, 1, 4, 2, 3).reshape(batch, -1, rows, cols)
+
+        return self.run_blocks(x, to_map)
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod

@@ -46,7 +46,6 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 from torch import nn
 
 from ...registry import MODELS
@@ -425,20 +424,14 @@ class TerraMind(DenseViTBackbone):
         tokens = torch.cat([self.encoder_embeddings[TERRAMIND_MODALITIES[m]](part)
                             for m, part in zip(self.modalities, parts)], dim=1)
         count = len(self.modalities)
-        levels = []
-        for index, block in enumerate(self.encoder):
-            if self.with_cp and self.training and tokens.requires_grad:
-                tokens = cp.checkpoint(block, tokens, use_reentrant=False)
-            else:
-                tokens = block(tokens)
-            if index in self.out_indices:
-                normed = self.final_norm or (self.norm_last_only and index == self.depth - 1)
-                out = self.encoder_norm(tokens) if normed else tokens
-                out = out.reshape(batch, count, rows * cols, self.embed_dims).mean(dim=1)
-                levels.append(out.transpose(1, 2).reshape(batch, self.embed_dims, rows, cols))
-            if index == self.out_indices[-1]:
-                break
-        return levels
+
+        def to_map(index: int, out: torch.Tensor) -> torch.Tensor:
+            normed = self.final_norm or (self.norm_last_only and index == self.depth - 1)
+            out = self.encoder_norm(out) if normed else out
+            out = out.reshape(batch, count, rows * cols, self.embed_dims).mean(dim=1)
+            return out.transpose(1, 2).reshape(batch, self.embed_dims, rows, cols)
+
+        return self.run_blocks(tokens, to_map)
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod

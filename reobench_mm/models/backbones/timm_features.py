@@ -56,8 +56,8 @@ from mmengine.model import BaseModule
 from torch import nn
 
 from ...registry import MODELS
-from .base import (check_state_dict, load_checkpoint_file, resolve_out_indices,
-                   unwrap_state_dict)
+from .base import (check_state_dict, freeze_module, load_checkpoint_file,
+                   load_init_checkpoint, resolve_out_indices, unwrap_state_dict)
 
 __all__ = ['TimmFeatureEncoder', 'PYRAMID_STRIDES', 'read_timm_state_dict',
            'pyramid_feature_indices', 'block_feature_indices', 'timm_feature_key_map',
@@ -370,9 +370,7 @@ class TimmFeatureEncoder(BaseModule):
 
     def _freeze(self) -> None:
         if self.frozen:
-            self.trunk.eval()
-            for param in self.trunk.parameters():
-                param.requires_grad_(False)
+            freeze_module(self.trunk)
 
     def train(self, mode: bool = True) -> 'TimmFeatureEncoder':
         """Set the training mode; a frozen encoder stays in evaluation mode."""
@@ -384,15 +382,8 @@ class TimmFeatureEncoder(BaseModule):
     def init_weights(self) -> None:
         """Load ``init_cfg``'s checkpoint through :meth:`load_pretrained`; otherwise
         MMEngine's initialisation (timm's own, from construction, is kept)."""
-        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
-            unknown = set(self.init_cfg) - {'type', 'checkpoint'}
-            if unknown:
-                raise ValueError(f'init_cfg Pretrained takes only checkpoint=PATH here, '
-                                 f'got also {sorted(unknown)}')
-            self.load_pretrained(self.init_cfg['checkpoint'])
-            self._is_init = True
-            return
-        super().init_weights()
+        if not load_init_checkpoint(self):
+            super().init_weights()
 
     def convert_official_state_dict(self, state_dict: Dict[str, torch.Tensor]
                                     ) -> Dict[str, torch.Tensor]:
