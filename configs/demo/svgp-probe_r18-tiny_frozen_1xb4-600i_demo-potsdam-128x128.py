@@ -7,25 +7,10 @@
 # with a linear kernel and 16 learned inducing points, at most 4096 labelled pixels per
 # batch for the ELBO, 128 fixed draws for the predictive. The demo schedule trains the
 # neck and the head only, without weight decay on the GP's parameters.
-_base_ = ['./fpn-probe_r18-tiny_frozen_1xb4-600i_demo-potsdam-128x128.py']
+_base_ = ['./fpn-probe_r18-tiny_frozen_1xb4-600i_demo-potsdam-128x128.py', '../_base_/models/svgp-head.py']
 svgp_dims = 16  # D (32 on Potsdam; narrow like the demo)
 model = dict(
-    decode_head=dict(
-        _delete_=True,  # the FPN probe's FCNHead
-        type='SVGPHead',
-        in_channels=[_base_.fpn_channels] * 4,
-        in_index=[0, 1, 2, 3],
-        input_transform='resize_concat',
-        channels=svgp_dims,
-        num_classes=6,
-        num_inducing=svgp_dims,
-        kernel_scale=False,
-        num_train_pixels=4096,
-        num_data=None,
-        num_elbo_samples=10,
-        num_mc_samples=128,
-        mc_seed=0,
-        inducing_seed=0,
-        ignore_index=255,
-        align_corners=False))
-optim_wrapper = dict(paramwise_cfg=dict(custom_keys={'decode_head.gp.': dict(decay_mult=0.0)}))
+    decode_head=dict(_base_.svgp_head, _delete_=True,  # the FPN probe's FCNHead
+                     in_channels=[_base_.fpn_channels] * 4, channels=svgp_dims,
+                     num_inducing=svgp_dims, num_classes=6))
+optim_wrapper = dict(paramwise_cfg=dict(custom_keys=_base_.svgp_custom_keys))

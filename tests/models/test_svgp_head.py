@@ -438,7 +438,9 @@ def test_svgp_probe_configs_are_the_fpn_probes_with_the_gp_head():
         optim, twin_optim = copy.deepcopy(cfg.optim_wrapper), twin.optim_wrapper
         optim.pop('paramwise_cfg')
         assert optim == twin_optim
-        keys = set(cfg.keys()) - {'model', 'optim_wrapper', 'svgp_dims'}
+        # (svgp_dims, svgp_head, svgp_custom_keys: the variables the model is written from)
+        keys = set(cfg.keys()) - {'model', 'optim_wrapper', 'svgp_dims', 'svgp_head',
+                                  'svgp_custom_keys'}
         assert keys == set(twin.keys()) - {'model', 'optim_wrapper'}
         for key in sorted(keys):
             assert cfg[key] == twin[key], (path, key)

@@ -17,25 +17,10 @@
 # - optimiser: the FPN probe's AdamW, without weight decay on the GP's parameters
 #   (variational distribution, inducing points, mean, kernel): the ELBO already has the
 #   KL term as its regulariser.
-_base_ = ['./fpn-probe_potsdam.py']
+_base_ = ['./fpn-probe_potsdam.py', '../models/svgp-head.py']
 svgp_dims = 32  # D: the per-pixel feature vectors the GP reads
 model = dict(
-    decode_head=dict(
-        _delete_=True,  # the FPN probe's FCNHead
-        type='SVGPHead',
-        in_channels=[_base_.fpn_channels] * 4,
-        in_index=[0, 1, 2, 3],
-        input_transform='resize_concat',
-        channels=svgp_dims,
-        num_classes={{_base_.num_classes}},
-        num_inducing=svgp_dims,
-        kernel_scale=False,
-        num_train_pixels=4096,
-        num_data=None,
-        num_elbo_samples=10,
-        num_mc_samples=128,
-        mc_seed=0,
-        inducing_seed=0,
-        ignore_index=255,
-        align_corners=False))
-optim_wrapper = dict(paramwise_cfg=dict(custom_keys={'decode_head.gp.': dict(decay_mult=0.0)}))
+    decode_head=dict(_base_.svgp_head, _delete_=True,  # the FPN probe's FCNHead
+                     in_channels=[_base_.fpn_channels] * 4, channels=svgp_dims,
+                     num_inducing=svgp_dims, num_classes=_base_.num_classes))
+optim_wrapper = dict(paramwise_cfg=dict(custom_keys=_base_.svgp_custom_keys))
