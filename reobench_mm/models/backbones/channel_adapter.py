@@ -28,6 +28,7 @@ from mmengine.model import BaseModule
 from torch import nn
 
 from ...registry import MODELS
+from .base import freeze_module
 
 __all__ = ['ChannelAdapter']
 
@@ -95,9 +96,7 @@ class ChannelAdapter(BaseModule):
 
     def _freeze(self) -> None:
         if self.frozen:
-            self.adapter.eval()
-            for param in self.adapter.parameters():
-                param.requires_grad_(False)
+            freeze_module(self.adapter)
 
     def train(self, mode: bool = True) -> 'ChannelAdapter':
         """Set the training mode; a frozen adapter stays frozen."""
